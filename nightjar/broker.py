@@ -1,0 +1,121 @@
+"""RabbitMQ: connecting, the queue topology, publishing jobs, queue depth."""
+
+import base64
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pika
+import pika.exceptions
+
+from .config import redact_url
+from .messages import encode_job
+
+# A message that fails this many more times goes to the dead-letter queue.
+# High enough that the lab's own interruptions (two or three per message)
+# never reach it; set explicitly so RabbitMQ 3.x and 4.x behave the same.
+DELIVERY_LIMIT = 20
+
+
+class BrokerUnavailable(Exception):
+    """RabbitMQ could not be reached; the text names the address."""
+
+
+def connect(settings):
+    params = pika.URLParameters(settings.amqp_url)
+    params.heartbeat = settings.heartbeat
+    params.connection_attempts = 1
+    params.socket_timeout = 5
+    params.blocked_connection_timeout = 30
+    try:
+        return pika.BlockingConnection(params)
+    except (pika.exceptions.AMQPError, OSError) as error:
+        reason = _describe(error)
+        raise BrokerUnavailable(
+            f"Cannot reach RabbitMQ at {redact_url(settings.amqp_url)} ({reason})."
+            " Start the lab with 'make local' (or 'make up'), or set NIGHTJAR_AMQP_URL."
+        ) from None
+
+
+def _describe(error):
+    if isinstance(error, pika.exceptions.ProbableAuthenticationError):
+        return "login refused: check the user and password in NIGHTJAR_AMQP_URL"
+    if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
+        return "access to the virtual host refused"
+    # pika wraps the socket error; its text is in the arguments.
+    text = repr(error)
+    if "Connection refused" in text:
+        return "connection refused: is RabbitMQ running?"
+    if "gaierror" in text or "Name or service not known" in text:
+        return "unknown host name"
+    if "timed out" in text.lower() or "Timeout" in text:
+        return "no answer in time"
+    return text.splitlines()[0][:200]
+
+
+def open_channel(connection, settings):
+    """A channel in publisher-confirm mode with the lab's queues declared."""
+    channel = connection.channel()
+    declare_queues(channel, settings)
+    channel.confirm_delivery()
+    return channel
+
+
+def declare_queues(channel, settings):
+    # Quorum queues count deliveries, so a message that keeps failing ends in
+    # the dead-letter queue instead of looping forever.
+    channel.queue_declare(
+        settings.dead_letter_queue, durable=True, arguments={"x-queue-type": "quorum"}
+    )
+    channel.queue_declare(
+        settings.queue,
+        durable=True,
+        arguments={
+            "x-queue-type": "quorum",
+            "x-delivery-limit": DELIVERY_LIMIT,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": settings.dead_letter_queue,
+        },
+    )
+
+
+def publish_job(channel, settings, registration_id, name):
+    """Publish one persistent job; returns once RabbitMQ confirmed it.
+
+    The channel must come from open_channel (confirm mode): a refused or
+    unroutable message raises instead of being lost silently.
+    """
+    channel.basic_publish(
+        exchange="",
+        routing_key=settings.queue,
+        body=encode_job(registration_id, name),
+        properties=pika.BasicProperties(
+            content_type="application/json", delivery_mode=pika.DeliveryMode.Persistent
+        ),
+        mandatory=True,
+    )
+
+
+def ready_count(channel, queue):
+    """Messages ready for delivery (RabbitMQ does not count unacknowledged ones here)."""
+    return channel.queue_declare(queue, passive=True).method.message_count
+
+
+def unacknowledged_count(settings, management_port=15672):
+    """Unacknowledged deliveries from the management API, or None when it does not answer."""
+    parts = urllib.parse.urlsplit(settings.amqp_url)
+    vhost = urllib.parse.unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+    url = (
+        f"http://{parts.hostname}:{management_port}/api/queues/"
+        f"{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(settings.queue, safe='')}"
+    )
+    user = urllib.parse.unquote(parts.username or "guest")
+    password = urllib.parse.unquote(parts.password or "guest")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    request = urllib.request.Request(url, headers={"Authorization": f"Basic {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            return int(json.load(response).get("messages_unacknowledged", 0))
+    except (OSError, ValueError, urllib.error.URLError):
+        return None

@@ -1,0 +1,48 @@
+"""Configuration from the environment, with defaults for local use."""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+DEFAULT_QUEUE = "nightjar.tickets"
+
+
+def default_db_path():
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return str(Path(data_home) / "nightjar" / "nightjar.db")
+
+
+@dataclass(frozen=True)
+class Settings:
+    amqp_url: str
+    db_path: str
+    queue: str
+    # Seconds between AMQP heartbeats; tests lower it to prove long pauses survive.
+    heartbeat: int = 60
+
+    @property
+    def dead_letter_queue(self):
+        return f"{self.queue}.dead"
+
+    @classmethod
+    def from_env(cls, environ=None):
+        env = os.environ if environ is None else environ
+        return cls(
+            amqp_url=env.get("NIGHTJAR_AMQP_URL") or DEFAULT_AMQP_URL,
+            db_path=env.get("NIGHTJAR_DB") or default_db_path(),
+            queue=env.get("NIGHTJAR_QUEUE") or DEFAULT_QUEUE,
+            heartbeat=int(env.get("NIGHTJAR_HEARTBEAT") or 60),
+        )
+
+
+def redact_url(url):
+    """The URL without its password, safe to print."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))

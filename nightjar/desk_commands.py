@@ -1,0 +1,179 @@
+"""The commands of ticket-desk/desk.py: register, status, retry, repair."""
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import pika.exceptions
+
+from . import broker, db as database, queueing, registrations
+from .config import Settings, redact_url
+
+
+class DeskError(Exception):
+    """A refusal or failure, printed as one line; desk.py exits 1."""
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="desk.py", description="The Nightjar ticket desk.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register = commands.add_parser("register", help="register a guest and queue the registration")
+    register.add_argument("name", help="the guest's name")
+    commands.add_parser("status", help="registrations, tickets, problems and the queue")
+    retry = commands.add_parser("retry", help="queue a new delivery of an existing registration")
+    retry.add_argument("id", help="registration ID, e.g. R-0003")
+    repair = commands.add_parser(
+        "repair", help="show (or with --apply, carry out) the repair of duplicate tickets of one ID")
+    repair.add_argument("id", help="registration ID, e.g. R-0002")
+    repair.add_argument("--apply", action="store_true", help="apply the plan in one transaction")
+    options = parser.parse_args(argv)
+
+    sys.stdout.reconfigure(line_buffering=True)
+    settings = Settings.from_env()
+    db = database.connect(settings.db_path)
+    try:
+        if options.command == "register":
+            return cmd_register(db, settings, options.name)
+        if options.command == "status":
+            return cmd_status(db, settings)
+        if options.command == "retry":
+            return cmd_retry(db, settings, options.id)
+        return cmd_repair(db, options.id, options.apply)
+    except (DeskError, broker.BrokerUnavailable) as error:
+        print(error, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        db.close()
+
+
+def cmd_register(db, settings, name):
+    try:
+        registration_id, queued = queueing.register(db, settings, name)
+    except registrations.InvalidName as error:
+        raise DeskError(str(error)) from None
+    if queued:
+        print(f"Registered {registration_id} and queued it.")
+        return 0
+    print(f"Registered {registration_id}, but RabbitMQ at {redact_url(settings.amqp_url)} did not take"
+          " it now; the site queues it once RabbitMQ is back.")
+    return 1
+
+
+def cmd_retry(db, settings, registration_id):
+    registration = _existing(db, registration_id)
+    with queueing.publisher(settings) as channel:
+        queueing.queue_registration(db, channel, settings, registration.id, registration.name)
+    print(f"Queued a new delivery of {registration.id} ({registration.name}).")
+    return 0
+
+
+def cmd_status(db, settings):
+    rows = registrations.all_registrations(db)
+    print(f"Registrations ({len(rows)})")
+    width = max([len(r.name) for r in rows] + [4])
+    for r in rows:
+        if not r.tickets:
+            tickets = "no ticket"
+        else:
+            numbers = ", ".join(str(t.number) for t in r.tickets)
+            tickets = ("ticket " if len(r.tickets) == 1 else "tickets ") + numbers
+        line = f"  {r.id}  {r.name:<{width}}  {tickets:<14}  {'completed' if r.completed else '-':<9}"
+        if r.problems:
+            line += "  ! " + "; ".join(r.problems)
+        print(line.rstrip())
+    problems = sum(1 for r in rows if r.problems)
+    print(f"{problems} with problems" if problems else "No problems")
+    try:
+        connection = broker.connect(settings)
+    except broker.BrokerUnavailable as error:
+        print(f"Queue {settings.queue}: unknown. {error}")
+        return 1
+    try:
+        channel = connection.channel()
+        broker.declare_queues(channel, settings)
+        ready = broker.ready_count(channel, settings.queue)
+        dead = broker.ready_count(channel, settings.dead_letter_queue)
+    finally:
+        connection.close()
+    unacked = broker.unacknowledged_count(settings)
+    unacked_text = "unacknowledged unknown" if unacked is None else f"{unacked} unacknowledged"
+    print(f"Queue {settings.queue}: {ready} ready, {unacked_text}, {dead} dead-lettered"
+          f" (in {settings.dead_letter_queue})")
+    return 0
+
+
+@dataclass
+class RepairPlan:
+    registration: registrations.Registration
+    keep: registrations.Ticket
+    extra: list
+    record_completed: bool
+
+    def describe(self):
+        r = self.registration
+        lines = [f"Repair plan for {r.id} ({r.name}):",
+                 f"  keep ticket {self.keep.number} (the first original ticket)"]
+        if self.extra:
+            lines.append("  delete extra tickets " + ", ".join(str(t.number) for t in self.extra))
+        else:
+            lines.append("  no extra tickets to delete")
+        if self.record_completed:
+            lines.append(f"  record {r.id} as completed (this ID only)")
+        else:
+            lines.append(f"  {r.id} is already recorded as completed")
+        return lines
+
+    @property
+    def changes_anything(self):
+        return bool(self.extra) or self.record_completed
+
+
+def plan_repair(db, registration_id):
+    registration = _existing(db, registration_id)
+    if not registration.tickets:
+        raise DeskError(f"{registration.id} has no ticket: there is nothing to keep, so it is not"
+                        " repaired. Let the worker process it.")
+    mismatched = [t for t in registration.tickets if t.name != registration.name]
+    if mismatched:
+        numbers = ", ".join(str(t.number) for t in mismatched)
+        raise DeskError(f"{registration.id} is registered as {registration.name!r} but ticket(s)"
+                        f" {numbers} carry another name; not repaired, look at it by hand.")
+    keep, *extra = registration.tickets
+    return RepairPlan(registration, keep, extra, not registration.completed)
+
+
+def cmd_repair(db, registration_id, apply):
+    if not apply:
+        plan = plan_repair(db, registration_id)
+        for line in plan.describe():
+            print(line)
+        if plan.changes_anything:
+            print(f"Nothing has changed yet. To apply this plan:"
+                  f" python3 desk.py repair {plan.registration.id} --apply")
+        else:
+            print("Nothing to repair.")
+        return 0
+    # Plan and apply under one write lock, so the plan shown is the one applied.
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        plan = plan_repair(db, registration_id)
+        db.executemany("DELETE FROM tickets WHERE number = ? AND registration_id = ?",
+                       [(t.number, plan.registration.id) for t in plan.extra])
+        db.execute("INSERT OR IGNORE INTO completed (id) VALUES (?)", (plan.registration.id,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    for line in plan.describe():
+        print(line)
+    print("Applied." if plan.changes_anything else "Nothing to repair.")
+    return 0
+
+
+def _existing(db, registration_id):
+    registration = registrations.get(db, registration_id.strip().upper())
+    if registration is None:
+        raise DeskError(f"Unknown registration {registration_id}: see python3 desk.py status.")
+    return registration

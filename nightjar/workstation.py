@@ -1,0 +1,173 @@
+"""The machinery behind ticket-desk/worker.py, kept here so worker.py stays short."""
+
+import argparse
+import contextlib
+import importlib
+import select
+import sys
+import traceback
+
+from . import broker, db as database
+from .config import Settings
+from .messages import BadMessage, decode_job
+
+# The checkpoints the lab's handlers use (see handler.py).
+PAUSE_POINTS = ("before-write", "inside-transaction", "after-commit")
+
+
+def parse_options(argv):
+    parser = argparse.ArgumentParser(
+        prog="worker.py",
+        description="Take one ready registration from RabbitMQ and pass it to handler.handle.",
+    )
+    parser.add_argument(
+        "--pause", metavar="POINT", choices=PAUSE_POINTS,
+        help="stop at checkpoint POINT and wait: Enter continues, Ctrl+C stops the worker"
+        f" (one of: {', '.join(PAUSE_POINTS)})",
+    )
+    parser.add_argument("--drain", action="store_true",
+                        help="repeat until no registration is ready")
+    return parser.parse_args(argv)
+
+
+def run(main):
+    """Run main() and exit with its status; Ctrl+C exits 130 without a traceback."""
+    sys.stdout.reconfigure(line_buffering=True)
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        status = 130
+    except broker.BrokerUnavailable as error:
+        print(error, file=sys.stderr)
+        status = 1
+    sys.exit(status)
+
+
+def import_handler():
+    """The learner's handler.py (beside worker.py); a clear error if it does not load."""
+    try:
+        return importlib.import_module("handler")
+    except Exception as error:
+        print("handler.py could not be loaded; fix it and run the worker again:", file=sys.stderr)
+        traceback.print_exception(error, file=sys.stderr)
+        raise SystemExit(1)
+
+
+@contextlib.contextmanager
+def session(settings=None):
+    """(connection, channel, db) for one run of the worker."""
+    settings = settings or Settings.from_env()
+    connection = broker.connect(settings)
+    db = database.connect(settings.db_path)
+    try:
+        channel = connection.channel()
+        broker.declare_queues(channel, settings)
+        yield connection, channel, db
+    finally:
+        db.close()  # an open transaction is rolled back, never committed
+        if connection.is_open:
+            connection.close()
+
+
+def take_job(channel, settings=None):
+    """(delivery, job) for the next ready message, or (None, None).
+
+    A message that is not a valid job is set aside in the dead-letter queue
+    with a line saying why, and the next one is taken: one bad message must
+    never crash-loop the worker.
+    """
+    settings = settings or Settings.from_env()
+    while True:
+        delivery, _properties, body = channel.basic_get(settings.queue)
+        if delivery is None:
+            return None, None
+        try:
+            return delivery, decode_job(body)
+        except BadMessage as reason:
+            channel.basic_nack(delivery.delivery_tag, requeue=False)
+            print(f"Set aside a message that is {reason}; it is in the dead-letter queue"
+                  f" {settings.dead_letter_queue}.")
+
+
+class Pause:
+    """The `pause` argument of handle(): which checkpoint to stop at, if any."""
+
+    def __init__(self, point, connection):
+        self.point = point
+        self.reached = False
+        self._connection = connection
+
+    def hold(self, name):
+        """Print `Paused NAME.` and wait for Enter, keeping RabbitMQ's connection alive.
+
+        A plain input() would block heartbeats, and RabbitMQ would drop the
+        connection during a long pause; here we poll stdin and let pika
+        answer heartbeats in between.
+        """
+        self.reached = True
+        print(f"Paused {name}.", flush=True)
+        while True:
+            self._connection.process_data_events(time_limit=0)
+            ready, _, _ = select.select([sys.stdin], [], [], 0.2)
+            if ready:
+                sys.stdin.readline()  # Enter, or end of input: carry on
+                return
+
+
+class TrackedChannel:
+    """The channel handed to handle(), remembering whether the delivery was settled."""
+
+    def __init__(self, channel):
+        self._channel = channel
+        self.acknowledged = set()
+
+    def basic_ack(self, delivery_tag=0, multiple=False):
+        if delivery_tag in self.acknowledged:
+            raise RuntimeError(
+                f"delivery {delivery_tag} was already acknowledged;"
+                " acknowledging it twice would close the channel"
+            )
+        self._channel.basic_ack(delivery_tag, multiple)
+        self.acknowledged.add(delivery_tag)
+
+    def basic_nack(self, delivery_tag=0, multiple=False, requeue=True):
+        self._channel.basic_nack(delivery_tag, multiple, requeue)
+        self.acknowledged.add(delivery_tag)
+
+    def basic_reject(self, delivery_tag=0, requeue=True):
+        self._channel.basic_reject(delivery_tag, requeue)
+        self.acknowledged.add(delivery_tag)
+
+    def __getattr__(self, name):
+        return getattr(self._channel, name)
+
+
+def report_handler_error(error, job, acknowledged):
+    """Show the learner's traceback (from handler.py on) and what happens to the job."""
+    print(f"handler.py raised an error while processing {job['id']}:", file=sys.stderr)
+    traceback.print_exception(type(error), error, error.__traceback__.tb_next, file=sys.stderr)
+    if acknowledged:
+        print(f"{job['id']} was already acknowledged, so RabbitMQ will not deliver it again.",
+              file=sys.stderr)
+    else:
+        print(f"{job['id']} was not acknowledged: RabbitMQ will deliver it again.",
+              file=sys.stderr)
+
+
+def check_after_handler(job, db, pause, acknowledged):
+    """Problems the handler left behind, each printed on one line; True when there were none."""
+    ok = True
+    if db.in_transaction:
+        db.rollback()
+        print(f"handler.py left a transaction open, so its writes for {job['id']} were rolled"
+              " back: put them inside 'with db:'.", file=sys.stderr)
+        ok = False
+    if pause.point and not pause.reached:
+        print(f"Pause point {pause.point} was never reached: handler.py has no"
+              f" checkpoint(pause, '{pause.point}') on this path.", file=sys.stderr)
+        ok = False
+    if not acknowledged:
+        print(f"handler.py returned without acknowledging {job['id']}:"
+              " RabbitMQ will deliver it again once this worker exits.", file=sys.stderr)
+        ok = False
+    return ok
