@@ -1,0 +1,160 @@
+"""Helpers the tests share: an isolated lab (own queue, own database) and real worker processes."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nightjar import broker, db as database, queueing
+from nightjar.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+TICKET_DESK = ROOT / "ticket-desk"
+HANDLERS = {
+    "starting": TICKET_DESK / "handler.py",
+    "unit2": ROOT / "scenarios" / "unit2-ack-after-commit" / "solution" / "handler.py",
+    "unit3": ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py",
+}
+
+
+@dataclass
+class Lab:
+    """One test's own queue and database, and a Workstation folder to run the worker in."""
+
+    tmp: Path
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    queue: str = field(default_factory=lambda: f"test.{uuid.uuid4().hex[:12]}")
+    extra_env: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.db_path = str(self.tmp / "nightjar.db")
+        self.workdir = self.tmp / "ticket-desk"
+        shutil.copytree(TICKET_DESK, self.workdir, ignore=shutil.ignore_patterns("__pycache__"))
+
+    @property
+    def settings(self):
+        return Settings.from_env(self.env)
+
+    @property
+    def env(self):
+        env = dict(os.environ)
+        env.update(NIGHTJAR_AMQP_URL=self.amqp_url, NIGHTJAR_DB=self.db_path,
+                   NIGHTJAR_QUEUE=self.queue, PYTHONUNBUFFERED="1", **self.extra_env)
+        return env
+
+    def use_handler(self, name_or_path):
+        source = HANDLERS.get(name_or_path, name_or_path)
+        shutil.copyfile(source, self.workdir / "handler.py")
+
+    def db(self):
+        return database.connect(self.db_path)
+
+    def register(self, name):
+        """Register and queue a guest through the site's code path; returns the ID."""
+        with self.db() as db:
+            registration_id, queued = queueing.register(db, self.settings, name)
+        db.close()
+        assert queued, "RabbitMQ did not confirm the job"
+        return registration_id
+
+    def tickets(self, registration_id=None):
+        db = self.db()
+        try:
+            sql = "SELECT number, registration_id, name FROM tickets"
+            if registration_id is None:
+                return db.execute(sql + " ORDER BY number").fetchall()
+            return db.execute(sql + " WHERE registration_id = ? ORDER BY number",
+                              (registration_id,)).fetchall()
+        finally:
+            db.close()
+
+    def completed(self, registration_id):
+        db = self.db()
+        try:
+            return db.execute("SELECT 1 FROM completed WHERE id = ?", (registration_id,)).fetchone() is not None
+        finally:
+            db.close()
+
+    def depth(self):
+        """(ready, dead-lettered) messages, read without consuming."""
+        connection = broker.connect(self.settings)
+        try:
+            channel = connection.channel()
+            broker.declare_queues(channel, self.settings)
+            return (broker.ready_count(channel, self.queue),
+                    broker.ready_count(channel, self.settings.dead_letter_queue))
+        finally:
+            connection.close()
+
+    def publish_raw(self, body):
+        import pika
+        connection = broker.connect(self.settings)
+        try:
+            channel = broker.open_channel(connection, self.settings)
+            channel.basic_publish("", self.queue, body,
+                                  pika.BasicProperties(delivery_mode=2), mandatory=True)
+        finally:
+            connection.close()
+
+    def run(self, program, *args, input="", timeout=30):
+        """Run worker.py or desk.py to the end; CompletedProcess with text output."""
+        return subprocess.run([sys.executable, program, *args], cwd=self.workdir, env=self.env,
+                              input=input, capture_output=True, text=True, timeout=timeout)
+
+    def start(self, program, *args):
+        """Start worker.py or desk.py with pipes, for interrupting it."""
+        return Running(subprocess.Popen(
+            [sys.executable, program, *args], cwd=self.workdir, env=self.env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+
+    def cleanup(self):
+        try:
+            connection = broker.connect(self.settings)
+        except broker.BrokerUnavailable:
+            return
+        channel = connection.channel()
+        for queue in (self.queue, self.settings.dead_letter_queue):
+            channel.queue_delete(queue)
+        connection.close()
+
+
+class Running:
+    """A started program whose output is read line by line."""
+
+    def __init__(self, process):
+        self.process = process
+        self.lines = []
+
+    def wait_for(self, line, timeout=15):
+        """Read stdout until `line` appears as a whole line; fail with what was seen instead."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.process.stdout.readline()
+            if not got:
+                break
+            self.lines.append(got.rstrip("\n"))
+            if self.lines[-1] == line:
+                return
+        raise AssertionError(f"never printed {line!r}; printed {self.lines!r},"
+                             f" stderr {self.process.stderr.read() if self.process.poll() is not None else ''!r}")
+
+    def interrupt(self):
+        """Ctrl+C: SIGINT, then the exit status and the rest of the output."""
+        self.process.send_signal(signal.SIGINT)
+        return self.finish()
+
+    def press_enter(self):
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+        return self.finish()
+
+    def finish(self, timeout=30):
+        out, err = self.process.communicate(timeout=timeout)
+        self.lines.extend(out.splitlines())
+        self.stderr = err
+        return self.process.returncode
