@@ -173,9 +173,10 @@ def setup(lesson_dir):
     steps = parse_transcript(os.path.join(lesson_dir, TRANSCRIPT))
     first_import = to_python(steps[0].code).splitlines()[0]   # e.g. "from jobs import Queue"
     where = os.path.relpath(lesson_dir)
+    cd = "" if where == "." else f"cd {where} && "
     print("Nothing to set up: the model keeps its SQLite database in memory and uses a fixed clock.")
     print("Start the lesson with:")
-    print(f"  cd {where} && python3 -i -c '{first_import}'")
+    print(f"  {cd}python3 -i -c '{first_import}'")
     print(f"Then type the code of each step in {TRANSCRIPT}. ./solve replays all steps, ./check compares them.")
     return 0
 
