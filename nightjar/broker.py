@@ -1,10 +1,6 @@
 """RabbitMQ: connecting, the queue topology, publishing jobs, queue depth."""
 
-import base64
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import pika
 import pika.exceptions
@@ -104,6 +100,13 @@ def ready_count(channel, queue):
 
 def unacknowledged_count(settings, management_port=15672):
     """Unacknowledged deliveries from the management API, or None when it does not answer."""
+    # Imported here: only desk.py status needs them, and they would slow
+    # every worker start by ~50 ms.
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
     parts = urllib.parse.urlsplit(settings.amqp_url)
     vhost = urllib.parse.unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
     url = (
