@@ -172,3 +172,22 @@ def test_unreachable_broker_is_one_clear_line(lab):
     for program, args in (("worker.py", ()), ("desk.py", ("retry", "R-0001"))):
         result = lab.run(program, *args)
         assert (result.returncode, result.stdout, result.stderr) == (1, "", expected)
+
+
+def test_a_message_that_keeps_failing_ends_in_the_dead_letter_queue(lab):
+    from nightjar.broker import DELIVERY_LIMIT
+
+    write_handler(lab, """\
+        def handle(ch, delivery, job, db, pause):
+            raise RuntimeError('always fails')
+        """)
+    registration_id = lab.register("Unlucky guest")
+    for attempt in range(DELIVERY_LIMIT + 1):
+        result = lab.run("worker.py")
+        assert result.returncode == 1
+        assert result.stdout == f"Received {registration_id} redelivered={attempt > 0}\n"
+    assert lab.run("worker.py").stdout == "No ready registrations\n"
+    assert lab.depth() == (0, 1)
+    status = lab.run("desk.py", "status").stdout.splitlines()
+    assert status[-1] == (f"Queue {lab.queue}: 0 ready, unacknowledged unknown, 1 dead-lettered"
+                          f" (in {lab.settings.dead_letter_queue})")
