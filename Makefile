@@ -23,3 +23,10 @@ test: $(STAMP) ## run the whole test suite against a real RabbitMQ
 
 bench: $(STAMP) ## measure the worker (start-up time, --drain throughput)
 	$(PY) benchmarks/worker_bench.py
+
+.PHONY: local stop
+local: $(STAMP) ## run the lab here: RabbitMQ, the site on :8000, the Workstation folder
+	@$(PY) scripts/local.py start
+
+stop: ## stop what make local started
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) scripts/local.py stop

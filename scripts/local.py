@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Run the lab as local processes: `make local` (start) and `make stop` (stop).
+
+start: find a RabbitMQ (NIGHTJAR_AMQP_URL if it answers, otherwise a private
+       node started here when rabbitmq-server is installed), create the live
+       database, start the site in the background, copy ticket-desk/ to the
+       learner's Workstation folder (never over an existing one), wait until
+       the site answers and say what to do next.
+stop:  stop, by pid, what start started: the site, and the private node.
+
+Same programs and code paths as the containers; only the addresses differ.
+Where things live (overridable, e.g. for the tests):
+  NIGHTJAR_LOCAL_VAR          state, logs, pid files      (default: var/ in the repository)
+  NIGHTJAR_WORKSTATION        the Workstation folder      (default: workstation/ticket-desk)
+  NIGHTJAR_LOCAL_BROKER_PORT  the private node's AMQP port (default: 5692)
+  NIGHTJAR_SITE_HOST, NIGHTJAR_SITE_PORT                  (default: 127.0.0.1, 8000)
+"""
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VAR = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var").resolve()
+WORKSTATION = Path(os.environ.get("NIGHTJAR_WORKSTATION") or ROOT / "workstation" / "ticket-desk")
+STATE = VAR / "local.json"
+SITE_PID = VAR / "site.pid"
+SITE_LOG = VAR / "site.log"
+ENV_FILE = VAR / "local.env"
+NODE_DIR = VAR / "rabbitmq"
+NODE_NAME = "nightjar-local@localhost"
+RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
+
+
+def say(line=""):
+    print(line, flush=True)
+
+
+# ---------------------------------------------------------------- state
+
+def load_state():
+    try:
+        return json.loads(STATE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save_state(state):
+    VAR.mkdir(parents=True, exist_ok=True)
+    STATE.write_text(json.dumps(state, indent=2) + "\n")
+
+
+def is_site_process(pid):
+    """True when pid is alive and is a Nightjar site (not a recycled pid of something else)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"nightjar_site" in cmdline
+
+
+def port_open(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- RabbitMQ
+
+def broker_answers(settings):
+    from nightjar import broker
+    try:
+        connection = broker.connect(settings)
+    except broker.BrokerUnavailable:
+        return False
+    try:
+        broker.declare_queues(connection.channel(), settings)
+    finally:
+        connection.close()
+    return True
+
+
+def rabbitmq_tool(name):
+    """The RabbitMQ program to call directly (as root the /usr/sbin wrappers switch users)."""
+    direct = RABBITMQ_BIN / name
+    if direct.exists():
+        return str(direct)
+    return shutil.which(name)
+
+
+def node_env(port):
+    NODE_DIR.mkdir(parents=True, exist_ok=True)
+    (NODE_DIR / "enabled_plugins").write_text("[].\n")
+    (NODE_DIR / "rabbitmq.conf").write_text(f"listeners.tcp.default = 127.0.0.1:{port}\n")
+    env = dict(os.environ)
+    env.update(
+        RABBITMQ_NODENAME=NODE_NAME,
+        RABBITMQ_NODE_PORT=str(port),
+        RABBITMQ_DIST_PORT=str(port + 20000),
+        RABBITMQ_MNESIA_BASE=str(NODE_DIR / "mnesia"),
+        RABBITMQ_LOG_BASE=str(NODE_DIR / "log"),
+        RABBITMQ_PID_FILE=str(NODE_DIR / "rabbitmq.pid"),
+        RABBITMQ_ENABLED_PLUGINS_FILE=str(NODE_DIR / "enabled_plugins"),
+        RABBITMQ_CONFIG_FILE=str(NODE_DIR / "rabbitmq.conf"),
+    )
+    return env
+
+
+def start_private_node(port):
+    """Start a RabbitMQ node of our own under var/; returns its state, or None on failure."""
+    server, ctl = rabbitmq_tool("rabbitmq-server"), rabbitmq_tool("rabbitmqctl")
+    for busy in (port, port + 20000):
+        if port_open("127.0.0.1", busy):
+            say(f"Port {busy} is in use, so the private RabbitMQ node cannot start there;"
+                " choose another with NIGHTJAR_LOCAL_BROKER_PORT.")
+            return None
+    env = node_env(port)
+    say(f"Starting a private RabbitMQ node ({NODE_NAME}, port {port}, data in {NODE_DIR})")
+    subprocess.run([server, "-detached"], env=env, check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    waited = subprocess.run([ctl, "-n", NODE_NAME, "wait", env["RABBITMQ_PID_FILE"],
+                             "--timeout", "60"], env=env, capture_output=True, text=True)
+    if waited.returncode != 0:
+        say(f"The private RabbitMQ node did not start; see {NODE_DIR / 'log'}.")
+        return None
+    return {"node": NODE_NAME, "port": port, "pidfile": env["RABBITMQ_PID_FILE"],
+            "url": f"amqp://guest:guest@127.0.0.1:{port}/%2F"}
+
+
+def stop_private_node(node):
+    ctl = rabbitmq_tool("rabbitmqctl")
+    if not ctl:
+        return
+    env = node_env(node["port"])
+    result = subprocess.run([ctl, "-n", node["node"], "stop", node["pidfile"]], env=env,
+                            capture_output=True, text=True)
+    if result.returncode == 0:
+        say(f"Stopped the private RabbitMQ node {node['node']}.")
+    else:
+        say(f"The private RabbitMQ node {node['node']} was not running.")
+
+
+def find_broker(settings, state):
+    """(settings to use, how we got the broker, private node state or None); exits when none."""
+    from nightjar.config import redact_url
+    previous = state.get("broker")
+    if previous:
+        mine = dataclasses.replace(settings, amqp_url=previous["url"])
+        if broker_answers(mine):
+            return mine, "the private node make local started earlier", previous
+    if broker_answers(settings):
+        return settings, "already running", None
+    say(f"No RabbitMQ answers at {redact_url(settings.amqp_url)}.")
+    if not rabbitmq_tool("rabbitmq-server"):
+        say("Install RabbitMQ (apt-get install rabbitmq-server) or set NIGHTJAR_AMQP_URL to a"
+            " running broker, then run make local again.")
+        sys.exit(1)
+    port = int(os.environ.get("NIGHTJAR_LOCAL_BROKER_PORT") or 5692)
+    node = start_private_node(port)
+    if node is None:
+        sys.exit(1)
+    # Saved at once: make stop must find the node even if a later step fails.
+    state["broker"] = node
+    save_state(state)
+    mine = dataclasses.replace(settings, amqp_url=node["url"])
+    if not broker_answers(mine):
+        say("The private RabbitMQ node started but does not accept connections; run make stop.")
+        sys.exit(1)
+    return mine, "private node started by make local", node
+
+
+# ---------------------------------------------------------------- the site
+
+def site_address():
+    host = os.environ.get("NIGHTJAR_SITE_HOST") or "127.0.0.1"
+    port = int(os.environ.get("NIGHTJAR_SITE_PORT") or 8000)
+    return host, port
+
+
+def site_url(host, port):
+    return f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/"
+
+
+def start_site(settings, state):
+    """Start the site in the background (or keep the one make local started); returns the pid."""
+    host, port = site_address()
+    previous = state.get("site") or {}
+    if previous.get("pid") and is_site_process(previous["pid"]):
+        if previous.get("url") == site_url(host, port) and previous.get("amqp_url") == settings.amqp_url:
+            say(f"The site is already running (pid {previous['pid']}).")
+            return previous["pid"]
+        stop_site(previous["pid"])
+    if port_open("127.0.0.1" if host == "0.0.0.0" else host, port):
+        say(f"Port {port} is already in use by another program; stop it or choose another port"
+            " with NIGHTJAR_SITE_PORT.")
+        sys.exit(1)
+    env = dict(os.environ, NIGHTJAR_AMQP_URL=settings.amqp_url, NIGHTJAR_DB=settings.db_path,
+               NIGHTJAR_QUEUE=settings.queue, NIGHTJAR_SITE_HOST=host, NIGHTJAR_SITE_PORT=str(port),
+               PYTHONUNBUFFERED="1")
+    with open(SITE_LOG, "ab") as log:
+        process = subprocess.Popen([sys.executable, "-m", "nightjar_site"], cwd=ROOT, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    SITE_PID.write_text(f"{process.pid}\n")
+    state["site"] = {"pid": process.pid, "url": site_url(host, port), "amqp_url": settings.amqp_url}
+    save_state(state)
+    wait_for_site(process, site_url(host, port))
+    say(f"Started the site (pid {process.pid}; log {SITE_LOG}).")
+    return process.pid
+
+
+def wait_for_site(process, url, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            say(f"The site stopped at once (exit status {process.returncode}). The end of {SITE_LOG}:")
+            say("\n".join(SITE_LOG.read_text(errors="replace").splitlines()[-15:]))
+            sys.exit(1)
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    say(f"The site did not answer at {url} within {timeout} s; see {SITE_LOG}.")
+    sys.exit(1)
+
+
+def stop_site(pid):
+    if not is_site_process(pid):
+        say("The site was not running.")
+        return
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if not is_site_process(pid):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    say(f"Stopped the site (pid {pid}).")
+
+
+# ---------------------------------------------------------------- commands
+
+def prepare_workstation():
+    if WORKSTATION.exists():
+        return "kept as it is, with your edits"
+    WORKSTATION.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "ticket-desk", WORKSTATION,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return "created from ticket-desk/"
+
+
+def write_env_file(settings):
+    """The NIGHTJAR_* values that differ from the defaults, as a file to `source`; its path or None."""
+    from nightjar import config
+    changed = {}
+    if settings.amqp_url != config.DEFAULT_AMQP_URL:
+        changed["NIGHTJAR_AMQP_URL"] = settings.amqp_url
+    if settings.db_path != config.default_db_path():
+        changed["NIGHTJAR_DB"] = settings.db_path
+    if settings.queue != config.DEFAULT_QUEUE:
+        changed["NIGHTJAR_QUEUE"] = settings.queue
+    if not changed:
+        ENV_FILE.unlink(missing_ok=True)
+        return None
+    # It may hold a broker password: readable by this user only.
+    fd = os.open(ENV_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        for name, value in changed.items():
+            handle.write(f"export {name}={shlex.quote(value)}\n")
+    return ENV_FILE
+
+
+def start():
+    from nightjar import db as nightjar_db
+    from nightjar.config import Settings, redact_url
+
+    VAR.mkdir(parents=True, exist_ok=True)
+    state = load_state()
+    settings, how, _node = find_broker(Settings.from_env(), state)
+    say(f"RabbitMQ: {redact_url(settings.amqp_url)} ({how})")
+
+    nightjar_db.connect(settings.db_path).close()
+    say(f"Database: {settings.db_path}")
+
+    start_site(settings, state)
+    workstation = prepare_workstation()
+    say(f"Workstation: {WORKSTATION} ({workstation})")
+    env_file = write_env_file(settings)
+
+    host, port = site_address()
+    say()
+    say(f"The Nightjar site: {site_url(host, port)}")
+    say()
+    say("Next, in a terminal:")
+    say(f"  cd {shlex.quote(str(WORKSTATION))}")
+    say(f"  source {shlex.quote(str(ROOT / '.venv' / 'bin' / 'activate'))}")
+    if env_file:
+        say(f"  source {shlex.quote(str(env_file))}    # this lab's NIGHTJAR_* settings")
+    say("  python3 worker.py")
+    say()
+    say("make stop stops the site" + (" and the private RabbitMQ node." if state.get("broker") else "."))
+    return 0
+
+
+def stop():
+    state = load_state()
+    site = state.get("site") or {}
+    pid = site.get("pid")
+    if pid is None and SITE_PID.exists():
+        pid = int(SITE_PID.read_text().strip() or 0) or None
+    if pid:
+        stop_site(pid)
+    else:
+        say("The site was not started by make local.")
+    SITE_PID.unlink(missing_ok=True)
+    if state.get("broker"):
+        stop_private_node(state["broker"])
+    STATE.unlink(missing_ok=True)
+    return 0
+
+
+def main(argv):
+    if argv == ["start"]:
+        return start()
+    if argv == ["stop"]:
+        return stop()
+    say("usage: local.py start|stop")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
