@@ -2,15 +2,12 @@
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nightjar import broker, db as database, queueing
+from nightjar import broker, db as database, labrun, queueing
+from nightjar.labrun import Running  # noqa: F401  (tests use labkit.Running)
 from nightjar.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,14 +100,11 @@ class Lab:
 
     def run(self, program, *args, input="", timeout=30):
         """Run worker.py or desk.py to the end; CompletedProcess with text output."""
-        return subprocess.run([sys.executable, program, *args], cwd=self.workdir, env=self.env,
-                              input=input, capture_output=True, text=True, timeout=timeout)
+        return labrun.run(self.workdir, self.env, program, *args, input=input, timeout=timeout)
 
     def start(self, program, *args):
         """Start worker.py or desk.py with pipes, for interrupting it."""
-        return Running(subprocess.Popen(
-            [sys.executable, program, *args], cwd=self.workdir, env=self.env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        return labrun.start(self.workdir, self.env, program, *args)
 
     def cleanup(self):
         try:
@@ -121,40 +115,3 @@ class Lab:
         for queue in (self.queue, self.settings.dead_letter_queue):
             channel.queue_delete(queue)
         connection.close()
-
-
-class Running:
-    """A started program whose output is read line by line."""
-
-    def __init__(self, process):
-        self.process = process
-        self.lines = []
-
-    def wait_for(self, line, timeout=15):
-        """Read stdout until `line` appears as a whole line; fail with what was seen instead."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = self.process.stdout.readline()
-            if not got:
-                break
-            self.lines.append(got.rstrip("\n"))
-            if self.lines[-1] == line:
-                return
-        raise AssertionError(f"never printed {line!r}; printed {self.lines!r},"
-                             f" stderr {self.process.stderr.read() if self.process.poll() is not None else ''!r}")
-
-    def interrupt(self):
-        """Ctrl+C: SIGINT, then the exit status and the rest of the output."""
-        self.process.send_signal(signal.SIGINT)
-        return self.finish()
-
-    def press_enter(self):
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        return self.finish()
-
-    def finish(self, timeout=30):
-        out, err = self.process.communicate(timeout=timeout)
-        self.lines.extend(out.splitlines())
-        self.stderr = err
-        return self.process.returncode
