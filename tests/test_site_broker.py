@@ -1,0 +1,90 @@
+"""The site with RabbitMQ down, then back; and many guests registering at once."""
+
+import threading
+import time
+
+from sitekit import FormClient, Site
+
+UNUSED_BROKER = "amqp://guest:guest@127.0.0.1:1/%2F"
+
+
+def queued_at(lab, registration_id):
+    db = lab.db()
+    try:
+        return db.execute("SELECT queued_at FROM registrations WHERE id = ?",
+                          (registration_id,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_registration_saved_while_broker_is_down_is_queued_exactly_once_when_it_is_back(lab):
+    down = Site(lab, amqp_url=UNUSED_BROKER, log_name="site-down.log")
+    back = None
+    try:
+        guest = FormClient(down.url)
+        registration_id = guest.register("Patient guest")
+        assert registration_id == "R-0002"
+        status, page = guest.get("registrations/R-0002")
+        assert status == 200
+        assert "<h2>Your ticket is being prepared</h2>" in page
+        assert "<strong>Waiting to be queued.</strong>" in page
+        assert "Waiting to be queued" in guest.get("registrations")[1]
+        assert queued_at(lab, registration_id) is None
+        assert lab.depth() == (0, 0)
+
+        # RabbitMQ is back for a second site on the same database. The first
+        # keeps running: it still cannot reach its broker and must not interfere.
+        back = Site(lab, log_name="site-back.log")
+        deadline = time.monotonic() + 15
+        while queued_at(lab, registration_id) is None:
+            assert time.monotonic() < deadline, back.log.read_text()
+            time.sleep(0.2)
+        time.sleep(3)  # three more rounds of the background thread: still one message
+        assert lab.depth() == (1, 0)
+        status, page = FormClient(back.url).get("registrations/R-0002")
+        assert "Waiting to be queued" not in page and "saved and queued" in page
+        worker = lab.run("worker.py", "--drain")
+        assert worker.stdout == ("Received R-0002 redelivered=False\nHandler returned.\n"
+                                 "No ready registrations\n")
+        assert lab.tickets(registration_id) == [(2, registration_id, "Patient guest")]
+        assert "queued 1 waiting registration(s): R-0002" in back.log.read_text()
+    finally:
+        down.stop()
+        if back:
+            back.stop()
+
+
+def test_fifty_guests_at_once_get_fifty_consecutive_ids_and_fifty_messages(lab):
+    site = Site(lab)
+    try:
+        guests = [FormClient(site.url) for _ in range(50)]
+        tokens = [guest.token() for guest in guests]
+        start = threading.Barrier(50)
+        results, errors = [None] * 50, []
+
+        def register(index):
+            try:
+                start.wait()
+                results[index] = guests[index].post_name(f"Guest {index}", tokens[index])
+            except Exception as error:  # reported below, with the others
+                errors.append(repr(error))
+
+        threads = [threading.Thread(target=register, args=(i,)) for i in range(50)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        assert {status for status, _ in results} == {303}
+        ids = sorted(location.rsplit("/", 1)[1] for _, location in results)
+        assert ids == [f"R-{n:04d}" for n in range(2, 52)]
+        assert lab.depth() == (50, 0)
+        db = lab.db()
+        try:
+            rows = db.execute("SELECT id, name FROM registrations WHERE queued_at IS NOT NULL"
+                              " AND id != 'R-0001'").fetchall()
+        finally:
+            db.close()
+        assert sorted(name for _, name in rows) == sorted(f"Guest {i}" for i in range(50))
+    finally:
+        site.stop()
