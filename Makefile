@@ -30,3 +30,40 @@ local: $(STAMP) ## run the lab here: RabbitMQ, the site on :8000, the Workstatio
 
 stop: ## stop what make local started
 	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) scripts/local.py stop
+
+# --- Containers (compose.yaml). Without a Docker engine, use `make local`. ---
+# Docker Compose v2 (`docker compose`) when present, else v1 (`docker-compose`).
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
+NEED_DOCKER = docker info >/dev/null 2>&1 || { echo "No Docker engine answers ('docker info' failed): run the lab without containers with 'make local'." >&2; exit 1; }
+
+.PHONY: up down shell logs reset grade-docker
+up: ## start the lab in containers: RabbitMQ, the site on :8000, the Workstation
+	@$(NEED_DOCKER)
+	$(COMPOSE) up -d --build
+	@echo "Nightjar site: http://127.0.0.1:8000/   RabbitMQ: http://127.0.0.1:15672/   Workstation: make shell"
+
+down: ## stop the lab's containers (the learner's files and the database stay)
+	@$(NEED_DOCKER)
+	$(COMPOSE) --profile grader down
+
+shell: ## a shell in the Workstation's ticket-desk folder (containers)
+	@$(NEED_DOCKER)
+	$(COMPOSE) up -d workstation
+	$(COMPOSE) exec workstation bash
+
+logs: ## follow the containers' logs
+	@$(NEED_DOCKER)
+	$(COMPOSE) logs -f --tail=100
+
+reset: ## back to the lab's start: removes the containers' volumes (asks first)
+	@$(NEED_DOCKER)
+	@printf 'This deletes the learner'\''s handler.py edits, every registration and ticket, and the queues. Continue? [y/N] '; \
+	read answer; case "$$answer" in y|Y|yes|YES) ;; *) echo "Nothing changed."; exit 1;; esac
+	$(COMPOSE) --profile grader down --volumes --remove-orphans
+	@echo "Back to the start: make up"
+
+grade-docker: ## grade the Workstation's handler.py with the grader's own broker (containers)
+	@$(NEED_DOCKER)
+	$(COMPOSE) --profile grader build grader
+	@status=0; $(COMPOSE) --profile grader run --rm grader || status=$$?; \
+	$(COMPOSE) --profile grader rm --stop --force grader-broker >/dev/null 2>&1; exit $$status
