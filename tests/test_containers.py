@@ -340,7 +340,7 @@ def container_problems(compose, overrides=None, env_names=None, site_modules=Non
 
     images = {}
     for name, service in services.items():
-        problems += image_problems(name, service, overrides, images)
+        problems += image_problems(name, service, overrides, images, env_names)
         for host_ip, port in service_ports(service):
             if host_ip != "127.0.0.1":
                 problems.append(f"{name}: port {port} is not bound to 127.0.0.1")
@@ -372,7 +372,7 @@ def container_problems(compose, overrides=None, env_names=None, site_modules=Non
     return problems
 
 
-def image_problems(name, service, overrides, images):
+def image_problems(name, service, overrides, images, env_names):
     problems = []
     if "image" in service:
         image = service["image"]
@@ -419,6 +419,9 @@ def image_problems(name, service, overrides, images):
         problems.append(f"{name}: {dockerfile_rel} runs as root (no non-root USER)")
     elif "RUN" in keywords and len(keywords) - keywords[::-1].index("RUN") > len(keywords) - keywords[::-1].index("USER"):
         problems.append(f"{name}: {dockerfile_rel} has RUN steps after its final USER")
+    for variable in image.env:
+        if variable.startswith("NIGHTJAR_") and variable not in env_names:
+            problems.append(f"{name}: {dockerfile_rel} sets {variable}, which no code reads")
     for keyword, arguments in image.instructions:
         if keyword in ("ENV", "ARG") and re.search(r"PASS|SECRET|TOKEN|KEY", arguments):
             problems.append(f"{name}: {dockerfile_rel} bakes a secret-looking {keyword} into the image")
@@ -778,6 +781,8 @@ BROKEN_FILES = [
      "does not install dependencies before copying code"),
     ("unpinned-base", lambda: _dockerfile("grader/Dockerfile", "FROM python:3.11.13-slim-bookworm", "FROM python:3.11-slim"),
      "not a pinned python:3.11.x-slim-bookworm"),
+    ("unread-image-variable", lambda: _dockerfile("ticket-desk/Dockerfile", "ENV PYTHONPATH=/app", "ENV NIGHTJAR_DATABASE=/data/x.db PYTHONPATH=/app"),
+     "sets NIGHTJAR_DATABASE, which no code reads"),
     ("baked-secret", lambda: _dockerfile("nightjar-site/Dockerfile", "ENV PYTHONPATH=", "ENV NIGHTJAR_SECRET_KEY=abc PYTHONPATH="),
      "bakes a secret"),
     ("no-healthcheck", lambda: _dockerfile("nightjar-site/Dockerfile", "HEALTHCHECK", "# HEALTHCHECK"),
