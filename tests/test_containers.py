@@ -417,7 +417,7 @@ def image_problems(name, service, overrides, images, env_names):
             problems.append(f"{name}: base image {base} is not a pinned python:3.11.x-slim-bookworm")
     if image.user is None or image.user.split(":")[0] in ("root", "0"):
         problems.append(f"{name}: {dockerfile_rel} runs as root (no non-root USER)")
-    elif "RUN" in keywords and len(keywords) - keywords[::-1].index("RUN") > len(keywords) - keywords[::-1].index("USER"):
+    elif "RUN" in keywords and last_index(keywords, "RUN") > last_index(keywords, "USER"):
         problems.append(f"{name}: {dockerfile_rel} has RUN steps after its final USER")
     for variable in image.env:
         if variable.startswith("NIGHTJAR_") and variable not in env_names:
@@ -431,10 +431,13 @@ def image_problems(name, service, overrides, images, env_names):
                 if keyword == "RUN" and "pip install" in arguments]
     if not installs or (code_copies and installs[0] > code_copies[0]):
         problems.append(f"{name}: {dockerfile_rel} does not install dependencies before copying code")
-    if not image.importable("nightjar") and not any(
-            image.provides(f"{entry}/nightjar/__init__.py") for entry in image.python_path()):
+    if not any(image.provides(f"{entry}/nightjar/__init__.py") for entry in image.python_path()):
         problems.append(f"{name}: the shared package nightjar is not importable in the image")
     return problems
+
+
+def last_index(items, item):
+    return len(items) - 1 - items[::-1].index(item)
 
 
 def guest_problems(name, service):
@@ -462,11 +465,14 @@ def site_problems(services, images, site_modules):
         problems.append(f"{SITE}: module {module} has no __main__.py in the repository")
     if SITE in images and not images[SITE].importable(module):
         problems.append(f"{SITE}: module {module} is not importable in the image (COPY and PYTHONPATH)")
-    if service_environment(site).get("NIGHTJAR_SITE_HOST", (images.get(SITE).env if SITE in images else {})
-                                      .get("NIGHTJAR_SITE_HOST")) != "0.0.0.0":
+    image = images.get(SITE)
+    host = service_environment(site).get("NIGHTJAR_SITE_HOST") or (image.env.get("NIGHTJAR_SITE_HOST") if image else None)
+    if host != "0.0.0.0":
         problems.append(f"{SITE}: NIGHTJAR_SITE_HOST is not 0.0.0.0, so the published port gets no answer")
-    healthchecks = [arguments for keyword, arguments in images[SITE].instructions if keyword == "HEALTHCHECK"] \
-        if SITE in images else []
+    healthchecks = [arguments for keyword, arguments in image.instructions if keyword == "HEALTHCHECK"] if image else []
+    site_code = "".join(path.read_text() for path in (ROOT / module_folder(module)).glob("*.py"))
+    if "/healthz" not in site_code:
+        problems.append(f"{SITE}: the site serves no /healthz for the health check")
     if not any("/healthz" in check for check in healthchecks):
         problems.append(f"{SITE}: the image has no HEALTHCHECK on /healthz")
     return problems
@@ -597,7 +603,7 @@ def test_docker_compose_rejects_a_top_level_name(tmp_path):
 
 
 def compose_env():
-    # Only the lab defaults: neither a developer's .env values nor NIGHTJAR_* from the shell.
+    # The file as written, not NIGHTJAR_* values that happen to be set in this shell.
     return {key: value for key, value in os.environ.items() if not key.startswith("NIGHTJAR_")}
 
 
