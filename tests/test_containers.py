@@ -520,6 +520,14 @@ def grader_problems(services, images):
         problems.append(f"{GRADER}: grader/__main__.py does not exist, so `python3 -m grader` fails")
     elif GRADER in images and not images[GRADER].importable("grader"):
         problems.append(f"{GRADER}: module grader is not importable in the image (COPY and PYTHONPATH)")
+    if GRADER in images:
+        # The grader runs the learner's handler.py beside its own copies of the
+        # Workstation's files, found next to the grader package as in the repository.
+        image = images[GRADER]
+        homes = [entry for entry in image.python_path() if image.provides(f"{entry}/grader/__init__.py")]
+        for file in ("worker.py", "common.py"):
+            if not any(image.provides(f"{home}/ticket-desk/{file}") for home in homes):
+                problems.append(f"{GRADER}: the image has no ticket-desk/{file} beside the grader package")
 
     live_networks = service_networks(services[LIVE_BROKER])
     shared = service_networks(grader) & live_networks
@@ -796,6 +804,8 @@ BROKEN_FILES = [
     ("site-module-not-copied", lambda: _dockerfile(
         "nightjar-site/Dockerfile", "COPY nightjar-site/nightjar_site/ nightjar-site/nightjar_site/", ""),
      "nightjar_site is not importable in the image"),
+    ("grader-without-workstation-files", lambda: _dockerfile("grader/Dockerfile", " ticket-desk/worker.py", ""),
+     "no ticket-desk/worker.py beside the grader package"),
     ("learner-file-missing", lambda: _dockerfile("ticket-desk/Dockerfile", " ticket-desk/desk.py", ""),
      "no desk.py in /home/labex/project/ticket-desk"),
     ("different-uids", lambda: _dockerfile("ticket-desk/Dockerfile", "--uid 1000", "--uid 1001"),
