@@ -24,6 +24,19 @@ test: $(STAMP) ## run the whole test suite against a real RabbitMQ
 bench: $(STAMP) ## measure the worker (start-up time, --drain throughput)
 	$(PY) benchmarks/worker_bench.py
 
+.PHONY: units unit check-unit solve-unit
+units: $(STAMP) ## the lab's units and companion lessons, each starting on its own
+	@$(PY) scenarios/labunits.py list
+
+unit: $(STAMP) ## set up one unit on the live lab, e.g. make unit N=2 (no N: the list)
+	@$(PY) scenarios/labunits.py $(if $(N),setup $(N),list)
+
+check-unit: $(STAMP) ## what a unit still lacks, e.g. make check-unit N=2
+	@$(PY) scenarios/labunits.py check $(N)
+
+solve-unit: $(STAMP) ## do a unit's steps for real, e.g. make solve-unit N=2
+	@$(PY) scenarios/labunits.py solve $(N)
+
 .PHONY: local stop
 local: $(STAMP) ## run the lab here: RabbitMQ, the site on :8000, the Workstation folder
 	@$(PY) scripts/local.py start

@@ -1,0 +1,734 @@
+"""The three units of the Nightjar lab: setup, check and solve on the live lab.
+
+Each unit folder (unit1-trace-registration, unit2-ack-after-commit,
+unit3-idempotent-results) has three small scripts that call main() here:
+
+    ./setup   bring the live lab to the unit's start, on its own: the database
+              at NIGHTJAR_DB, the queue NIGHTJAR_QUEUE, and the learner's
+              Workstation folder (NIGHTJAR_WORKSTATION, default
+              workstation/ticket-desk). The learner's handler.py and the
+              database are copied to <Workstation>/.backups/ first.
+    ./check   read the real results and print what is still missing, one line
+              each; exit 0 only when the unit is done. The handler is tried in
+              a throwaway lab (its own database and queue on the same broker).
+    ./solve   do the unit's steps for real, as a learner would, printing each.
+
+Run from the repository:  python3 scenarios/labunits.py list | setup N | check N | solve N
+(`make unit N=2`, `make units`, `make check-unit N=2`, `make solve-unit N=2`).
+"""
+
+import os
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # this checkout's nightjar, even when not installed
+
+from nightjar import broker, db as database, labrun, queueing, registrations  # noqa: E402
+from nightjar.config import Settings  # noqa: E402
+
+SCENARIOS = ROOT / "scenarios"
+TICKET_DESK = ROOT / "ticket-desk"
+STARTING_HANDLER = TICKET_DESK / "handler.py"
+UNIT2_HANDLER = SCENARIOS / "unit2-ack-after-commit" / "solution" / "handler.py"
+UNIT3_HANDLER = SCENARIOS / "unit3-idempotent-results" / "solution" / "handler.py"
+BACKUPS = ".backups"
+FIRST_GUEST = "Mina Patel"  # R-0001, seeded with ticket 1 (nightjar/db.py)
+
+
+@dataclass(frozen=True)
+class Unit:
+    number: int
+    folder: str
+    start_handler: Path   # handler.py at the unit's start
+    start_guests: tuple   # guests after Mina Patel at the start, each with one ticket
+    goal_guests: tuple    # guests that must each have exactly one ticket when done
+    done: str             # the success line
+
+    @property
+    def path(self):
+        return SCENARIOS / self.folder
+
+    @property
+    def title(self):
+        return heading(self.path / "README.md")
+
+
+UNITS = {
+    1: Unit(1, "unit1-trace-registration", STARTING_HANDLER, (), ("Normal guest",),
+            "Unit 1 done: Normal guest has one ticket in its name, Mina Patel's ticket is"
+            " intact, and nothing is waiting."),
+    2: Unit(2, "unit2-ack-after-commit", STARTING_HANDLER, ("Normal guest",),
+            ("Normal guest", "Retry guest"),
+            "Unit 2 done: handler.py acknowledges after the commit, Retry guest has one"
+            " ticket, and nothing is waiting."),
+    3: Unit(3, "unit3-idempotent-results", UNIT2_HANDLER, ("Normal guest", "Retry guest"),
+            ("Normal guest", "Retry guest", "Same name", "Same name"),
+            "Unit 3 done: handler.py is idempotent, both Same name registrations have one"
+            " ticket each, and nothing is waiting."),
+}
+LESSONS = {"cl-13-2": "cl-13-2-queue-redelivery", "cl-13-3": "cl-13-3-delivery-resume"}
+
+
+def heading(readme, short=False):
+    """The first line of a guide without its '# ' (short: also without 'Unit 1 · ')."""
+    try:
+        title = readme.read_text(encoding="utf-8").splitlines()[0].lstrip("# ").strip()
+    except (OSError, IndexError):
+        return readme.parent.name
+    return title.split(" · ", 1)[-1] if short else title
+
+
+def workstation():
+    """The learner's Workstation folder."""
+    return Path(os.environ.get("NIGHTJAR_WORKSTATION")
+                or ROOT / "workstation" / "ticket-desk").resolve()
+
+
+def say(line=""):
+    print(line, flush=True)
+
+
+class Stop(Exception):
+    """Setup or solve cannot go on; the text says why."""
+
+
+# ---------------------------------------------------------------- backups
+
+def backup(path, folder):
+    """Copy `path` to folder/<name>-<timestamp><suffix> (never over an older copy); the copy's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = folder / f"{path.stem}-{stamp}{path.suffix}"
+    n = 2
+    while target.exists():
+        target = folder / f"{path.stem}-{stamp}-{n}{path.suffix}"
+        n += 1
+    shutil.copy2(path, target)
+    return target
+
+
+def backup_database(db, folder):
+    """A consistent copy of the open database (SQLite's backup API); the copy's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = folder / f"nightjar-{stamp}.db"
+    n = 2
+    while target.exists():
+        target = folder / f"nightjar-{stamp}-{n}.db"
+        n += 1
+    copy = sqlite3.connect(target)
+    try:
+        db.backup(copy)
+    finally:
+        copy.close()
+    return target
+
+
+# ---------------------------------------------------------------- the database at a unit's start
+
+def snapshot(db):
+    """What setup compares: registrations, tickets, completion records, the next ticket number."""
+    return (
+        db.execute("SELECT id, name, queued_at IS NOT NULL FROM registrations ORDER BY id").fetchall(),
+        db.execute("SELECT number, registration_id, name FROM tickets ORDER BY number").fetchall(),
+        db.execute("SELECT id FROM completed ORDER BY id").fetchall(),
+        db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tickets'").fetchall(),
+    )
+
+
+def reset_database(db, guests):
+    """Only the seeded Mina Patel, then each guest as R-0002, R-0003, ... with one ticket.
+
+    The guests were processed by the handlers of the earlier units, which do
+    not record completion, so they have no completion record.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table in ("tickets", "completed", "registrations"):
+            db.execute(f"DELETE FROM {table}")
+        db.execute("DELETE FROM sqlite_sequence WHERE name = 'tickets'")
+        for sql, params in database.SEED:
+            db.execute(sql, params)
+        for number, name in enumerate(guests, start=2):
+            registration_id = f"R-{number:04d}"
+            db.execute("INSERT INTO registrations (id, name, queued_at)"
+                       " VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                       (registration_id, name))
+            db.execute("INSERT INTO tickets (registration_id, name) VALUES (?, ?)",
+                       (registration_id, name))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def state_of(guests):
+    """The snapshot of a database at a start with these guests (built in memory)."""
+    db = database.connect(":memory:")
+    try:
+        reset_database(db, guests)
+        return snapshot(db)
+    finally:
+        db.close()
+
+
+def describe_tickets(registration):
+    if not registration.tickets:
+        return "no ticket"
+    numbers = ", ".join(str(t.number) for t in registration.tickets)
+    return ("ticket " if len(registration.tickets) == 1 else "tickets ") + numbers
+
+
+# ---------------------------------------------------------------- setup
+
+def prepare_workstation(unit, folder):
+    """Create or refresh the Workstation folder and put the unit's handler.py in place."""
+    backups = folder / BACKUPS
+    if not folder.exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(TICKET_DESK, folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "Dockerfile"))
+        say(f"Workstation {folder}: created as a copy of ticket-desk/")
+    else:
+        say(f"Workstation {folder}:")
+    for tool in labrun.TOOLS:
+        mine, original = folder / tool, TICKET_DESK / tool
+        if not mine.exists():
+            shutil.copyfile(original, mine)
+            say(f"  {tool}: was missing, restored from ticket-desk/")
+        elif mine.read_bytes() != original.read_bytes():
+            saved = backup(mine, backups)
+            shutil.copyfile(original, mine)
+            say(f"  {tool}: differed from ticket-desk/{tool}; restored (your copy: {saved})")
+    handler = folder / "handler.py"
+    wanted = unit.start_handler.read_bytes()
+    if handler.exists() and handler.read_bytes() == wanted:
+        say("  handler.py: already the unit's starting version")
+    else:
+        if handler.exists():
+            saved = backup(handler, backups)
+            say(f"  handler.py: your version is saved as {saved}")
+        handler.write_bytes(wanted)
+        say(f"  handler.py: replaced with the unit's starting version ({start_handler_name(unit)})")
+
+
+def start_handler_name(unit):
+    if unit.start_handler == STARTING_HANDLER:
+        return "it acknowledges before writing the ticket"
+    return "unit 2's: it acknowledges after the commit"
+
+
+def prepare_database(unit, settings, backups):
+    db = database.connect(settings.db_path)
+    try:
+        current = snapshot(db)
+        if current == state_of(unit.start_guests):
+            say(f"Database {settings.db_path}: already at the unit's start")
+        else:
+            counts = [len(current[0]), len(current[1]), len(current[2])]
+            saved = backup_database(db, backups) if current != state_of(()) else None
+            reset_database(db, unit.start_guests)
+            say(f"Database {settings.db_path}: reset to the unit's start (removed {counts[0]}"
+                f" registrations, {counts[1]} tickets and {counts[2]} completion records)")
+            if saved:
+                say(f"  your copy: {saved}")
+        for r in registrations.all_registrations(db):
+            say(f"  {r.id}  {r.name}: {describe_tickets(r)}")
+    finally:
+        db.close()
+
+
+def prepare_queue(settings):
+    connection = broker.connect(settings)
+    try:
+        channel = connection.channel()
+        broker.declare_queues(channel, settings)
+        waiting = channel.queue_purge(settings.queue).method.message_count
+        dead = channel.queue_purge(settings.dead_letter_queue).method.message_count
+    finally:
+        connection.close()
+    if waiting:
+        say(f"Queue {settings.queue}: removed {waiting} waiting message(s); nothing is queued now")
+    else:
+        say(f"Queue {settings.queue}: nothing queued")
+    if dead:
+        say(f"Dead-letter queue {settings.dead_letter_queue}: removed {dead} message(s)")
+
+
+def guide(unit_path):
+    return (unit_path / "README.md").relative_to(ROOT)
+
+
+def setup(unit):
+    settings = Settings.from_env()
+    folder = workstation()
+    say(f"Setting up {unit.title}")
+    # Reach RabbitMQ before changing anything, so a stopped broker changes nothing.
+    broker.connect(settings).close()
+    prepare_workstation(unit, folder)
+    prepare_database(unit, settings, folder / BACKUPS)
+    prepare_queue(settings)
+    say(f"Ready. Guide: {guide(unit.path)} (日本語: {guide(unit.path).with_name('README.ja.md')})")
+    say(f"Workstation: cd {shlex.quote(str(folder))}")
+    return 0
+
+
+# ---------------------------------------------------------------- check: the live results
+
+def live_problems(unit, settings):
+    """Lines for what the live database and queue still lack."""
+    path = Path(settings.db_path)
+    if not path.is_file():
+        return [f"missing: the live database at {path} (./setup creates it)"]
+    db = database.connect_readonly(path)
+    try:
+        rows = registrations.all_registrations(db)
+    finally:
+        db.close()
+    lines = []
+    first = next((r for r in rows if r.id == "R-0001"), None)
+    if (first is None or first.name != FIRST_GUEST or len(first.tickets) != 1
+            or first.tickets[0].name != FIRST_GUEST):
+        lines.append(f"missing: {FIRST_GUEST}'s ticket (R-0001 with exactly one ticket in her name)")
+    for name in dict.fromkeys(unit.goal_guests):
+        wanted = unit.goal_guests.count(name)
+        good = [r for r in rows if r.name == name and len(r.tickets) == 1
+                and r.tickets[0].name == name]
+        if len(good) < wanted:
+            if wanted == 1:
+                lines.append(f"missing: a registration named {name} with one ticket")
+            else:
+                lines.append(f"missing: {count_word(wanted)} registrations named {name},"
+                             " each with one ticket")
+    for r in rows:
+        if r.problems and r.id != "R-0001":
+            lines.append(f"problem: {r.id} ({r.name}) {'; '.join(r.problems)}")
+    connection = broker.connect(settings)
+    try:
+        channel = connection.channel()
+        broker.declare_queues(channel, settings)
+        ready = broker.ready_count(channel, settings.queue)
+        dead = broker.ready_count(channel, settings.dead_letter_queue)
+    finally:
+        connection.close()
+    if ready:
+        lines.append(f"missing: an empty queue ({ready} message(s) still waiting in"
+                     f" {settings.queue}: python3 worker.py --drain)")
+    if dead:
+        lines.append(f"problem: {dead} message(s) set aside in the dead-letter queue"
+                     f" {settings.dead_letter_queue} (python3 desk.py status)")
+    return lines
+
+
+def count_word(n):
+    return {2: "two", 3: "three"}.get(n, str(n))
+
+
+# ---------------------------------------------------------------- check: the handler, in a throwaway lab
+
+def trial_queue_prefix(settings):
+    return f"{settings.queue}.trial"
+
+
+def stop_at(lab, point):
+    """Start the worker with --pause POINT; the Running worker at `Paused POINT.`, or None."""
+    worker = lab.start("worker.py", "--pause", point)
+    try:
+        worker.wait_for(f"Paused {point}.", timeout=20)
+    except labrun.NeverPrinted:
+        worker.stop()
+        return None
+    return worker
+
+
+def ready_soon(lab, timeout=3.0):
+    """Ready messages, waiting a moment for RabbitMQ to return an interrupted delivery."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = lab.ready()
+        if ready or time.monotonic() > deadline:
+            return ready
+        time.sleep(0.05)
+
+
+def worker_failed(result):
+    """A line for a worker run that did not end well, or None."""
+    if result.returncode == 0:
+        return None
+    last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+    return (f"missing: a handler.py that runs without errors (python3 worker.py exited with"
+            f" status {result.returncode}: {last})")
+
+
+def trial_ack_after_commit(handler, settings):
+    """Unit 2: interrupted before the write, the job comes back; at the commit, it is not yet acked."""
+    with labrun.ThrowawayLab(handler, settings.amqp_url, trial_queue_prefix(settings)) as lab:
+        first = lab.register("Retry guest")
+        worker = stop_at(lab, "before-write")
+        if worker is None:
+            return ["missing: a handler.py with checkpoint(pause, 'before-write') before the write"
+                    " (python3 worker.py --pause before-write never paused)"]
+        worker.interrupt()
+        rerun = lab.run("worker.py")
+        if rerun.stdout.startswith("No ready registrations"):
+            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
+                    " before-write, the registration was lost: RabbitMQ had nothing to deliver again)"]
+        failed = worker_failed(rerun)
+        if failed:
+            return [failed]
+        if f"Received {first} redelivered=True" not in rerun.stdout.splitlines():
+            return [f"missing: the redelivery of the interrupted registration (got: {rerun.stdout.strip()!r})"]
+        if len(lab.tickets(first)) != 1:
+            return [f"missing: one ticket after the redelivery (got {len(lab.tickets(first))})"]
+
+        second = lab.register("Retry guest")
+        worker = stop_at(lab, "after-commit")
+        if worker is None:
+            return ["missing: a handler.py with checkpoint(pause, 'after-commit') after 'with db:'"
+                    " and before the ack (python3 worker.py --pause after-commit never paused)"]
+        at_pause = lab.tickets(second)
+        worker.interrupt()
+        if len(at_pause) != 1:
+            return ["missing: a handler.py that commits the ticket before checkpoint(pause,"
+                    f" 'after-commit') ({len(at_pause)} tickets there)"]
+        if not ready_soon(lab):
+            return ["missing: a handler.py that acknowledges after the commit (at after-commit the"
+                    " delivery was already acknowledged)"]
+    return []
+
+
+def trial_idempotent(handler, settings):
+    """Unit 3: a redelivery after the commit adds no ticket; two Same name guests get two tickets."""
+    with labrun.ThrowawayLab(handler, settings.amqp_url, trial_queue_prefix(settings)) as lab:
+        first = lab.register("Same name")
+        second = lab.register("Same name")
+
+        worker = stop_at(lab, "after-commit")
+        if worker is None:
+            return ["missing: a handler.py with checkpoint(pause, 'after-commit') after 'with db:'"
+                    " and before the ack (python3 worker.py --pause after-commit never paused)"]
+        at_pause = lab.tickets(first)
+        worker.interrupt()
+        if len(at_pause) != 1:
+            return ["missing: a handler.py that commits one ticket before checkpoint(pause,"
+                    f" 'after-commit') ({len(at_pause)} tickets there)"]
+        rerun = lab.run("worker.py")
+        failed = worker_failed(rerun)
+        if failed:
+            return [failed]
+        if f"Received {first} redelivered=True" not in rerun.stdout.splitlines():
+            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
+                    " after-commit, the delivery did not come back)"]
+        if len(lab.tickets(first)) != 1:
+            return ["missing: an idempotent handler.py (interrupted after the commit, the redelivery"
+                    " made a second ticket for the same registration)"]
+
+        worker = stop_at(lab, "inside-transaction")
+        if worker is None:
+            return ["missing: a handler.py with checkpoint(pause, 'inside-transaction') between its"
+                    " two writes (python3 worker.py --pause inside-transaction never paused)"]
+        worker.interrupt()
+        if lab.tickets(second) or lab.completed(second):
+            return ["missing: a handler.py whose two writes share one 'with db:' (interrupted inside"
+                    " the transaction, a ticket or completion record was kept)"]
+        drain = lab.run("worker.py", "--drain")
+        failed = worker_failed(drain)
+        if failed:
+            return [failed]
+        if len(lab.tickets(second)) != 1:
+            return ["missing: a ticket for each of two registrations named Same name (the second"
+                    f" got {len(lab.tickets(second))})"]
+
+        lab.retry(first)
+        drain = lab.run("worker.py", "--drain")
+        failed = worker_failed(drain)
+        if failed:
+            return [failed]
+        if len(lab.tickets(first)) != 1 or lab.ready():
+            return ["missing: an idempotent handler.py (an explicit duplicate delivery of a"
+                    " finished registration added a ticket)"]
+    return []
+
+
+TRIALS = {2: trial_ack_after_commit, 3: trial_idempotent}
+
+
+def check(unit):
+    settings = Settings.from_env()
+    lines = []
+    if unit.number in TRIALS:
+        handler = workstation() / "handler.py"
+        if not handler.is_file():
+            lines.append(f"missing: handler.py in the Workstation folder {handler.parent}"
+                         " (./setup puts one there)")
+        else:
+            lines += TRIALS[unit.number](handler, settings)
+    lines += live_problems(unit, settings)
+    if lines:
+        for line in lines:
+            say(line)
+        say(f"Unit {unit.number} is not done yet. The guide: {guide(unit.path)}")
+        return 1
+    say(unit.done)
+    return 0
+
+
+# ---------------------------------------------------------------- solve: the unit's steps, for real
+
+class Desk:
+    """The learner's two windows: the Nightjar site (its code path) and the Workstation terminal."""
+
+    def __init__(self):
+        self.settings = Settings.from_env()
+        self.folder = workstation()
+        self.env = labrun.program_env(self.settings)
+        if not (self.folder / "worker.py").is_file():
+            raise Stop(f"no Workstation folder at {self.folder}: run ./setup first")
+
+    def _db(self):
+        return database.connect(self.settings.db_path)
+
+    # Nightjar
+    def register(self, name):
+        say(f"[Nightjar] The evening: Guest name = {name}, Register for the evening")
+        db = self._db()
+        try:
+            registration_id, queued = queueing.register(db, self.settings, name)
+        finally:
+            db.close()
+        if not queued:
+            raise Stop(f"RabbitMQ did not take {registration_id}; is it running?")
+        say(f"[Nightjar] {registration_id} {name}: Your ticket is being prepared")
+        return registration_id
+
+    def registration(self, registration_id):
+        db = self._db()
+        try:
+            return registrations.get(db, registration_id)
+        finally:
+            db.close()
+
+    def look(self, registration_id, tickets, completed=None):
+        """Open the registration page; Stop unless it has this many tickets."""
+        r = self.registration(registration_id)
+        if not r.tickets:
+            page = "Your ticket is being prepared"
+        else:
+            page = "; ".join(f"Open ticket {t.number} ({t.registration_id}, {t.name})"
+                             for t in r.tickets)
+        say(f"[Nightjar] {r.id} {r.name}: {page}")
+        if len(r.tickets) != tickets:
+            raise Stop(f"expected {tickets} ticket(s) for {r.id}, found {len(r.tickets)}")
+        if completed is not None and r.completed != completed:
+            raise Stop(f"expected {r.id} {'' if completed else 'not '}to be recorded as completed")
+        return r
+
+    # Workstation
+    def shell(self, command):
+        say(f"[Workstation] $ {command}")
+
+    def run(self, *args, expect=None):
+        """Run a program to the end, showing its output; Stop unless it exits 0 (and prints `expect`)."""
+        self.shell(" ".join(["python3", *map(shlex.quote, args)]))
+        result = labrun.run(self.folder, self.env, *args, timeout=60)
+        for line in result.stdout.splitlines() + result.stderr.splitlines():
+            say(line)
+        if result.returncode != 0:
+            raise Stop(f"python3 {' '.join(args)} exited with status {result.returncode}")
+        if expect is not None and result.stdout != expect:
+            raise Stop(f"expected the output {expect!r}")
+        return result
+
+    def run_until_paused(self, point, expect_received):
+        """python3 worker.py --pause POINT, then Ctrl+C at `Paused POINT.`; the exit status."""
+        self.shell(f"python3 worker.py --pause {point}")
+        worker = labrun.start(self.folder, self.env, "worker.py", "--pause", point)
+        try:
+            worker.wait_for(f"Paused {point}.", timeout=30)
+        except labrun.NeverPrinted:
+            worker.stop()
+            for line in worker.lines + worker.stderr.splitlines():
+                say(line)
+            raise Stop(f"the worker never paused at {point}") from None
+        for line in worker.lines:
+            say(line)
+        if worker.lines != [expect_received, f"Paused {point}."]:
+            raise Stop(f"expected {expect_received!r} first")
+        return worker
+
+    def interrupt(self, worker):
+        say("^C")
+        status = worker.interrupt()
+        for line in worker.lines[2:] + worker.stderr.splitlines():
+            say(line)
+        self.shell("echo $?")
+        say(str(status))
+        if status != 130:
+            raise Stop(f"the interrupted worker exited with {status}, not 130")
+
+    def replace_handler(self, solution):
+        """cat > handler.py <<'PYTHON' ... PYTHON, with the solution's text."""
+        text = solution.read_text(encoding="utf-8")
+        handler = self.folder / "handler.py"
+        if handler.exists() and handler.read_text(encoding="utf-8") != text:
+            saved = backup(handler, self.folder / BACKUPS)
+            say(f"(your handler.py is saved as {saved})")
+        self.shell("cat > handler.py <<'PYTHON'")
+        for line in text.splitlines():
+            say(line)
+        say("PYTHON")
+        handler.write_text(text, encoding="utf-8")
+
+
+def solve_unit1(desk):
+    say("[Nightjar] Explore the evening -> Plan your visit -> The evening")
+    registration_id = desk.register("Normal guest")
+    desk.shell("pwd")
+    say(str(desk.folder))
+    desk.shell("cat handler.py")
+    for line in (desk.folder / "handler.py").read_text(encoding="utf-8").splitlines():
+        say(line)
+    desk.run("worker.py", expect=f"Received {registration_id} redelivered=False\nHandler returned.\n")
+    desk.look(registration_id, tickets=1)
+    desk.look("R-0001", tickets=1)
+
+
+def solve_unit2(desk):
+    desk.replace_handler(UNIT2_HANDLER)
+    registration_id = desk.register("Retry guest")
+    worker = desk.run_until_paused("before-write", f"Received {registration_id} redelivered=False")
+    desk.interrupt(worker)
+    desk.look(registration_id, tickets=0)
+    desk.run("worker.py", expect=f"Received {registration_id} redelivered=True\nHandler returned.\n")
+    desk.look(registration_id, tickets=1)
+
+
+def solve_unit3(desk):
+    desk.replace_handler(UNIT3_HANDLER)
+    first = desk.register("Same name")
+    second = desk.register("Same name")
+    worker = desk.run_until_paused("inside-transaction", f"Received {first} redelivered=False")
+    desk.interrupt(worker)
+    desk.look(first, tickets=0, completed=False)
+    worker = desk.run_until_paused("after-commit", f"Received {first} redelivered=True")
+    desk.look(first, tickets=1, completed=True)
+    desk.interrupt(worker)
+    desk.run("worker.py", expect=f"Received {first} redelivered=True\nHandler returned.\n")
+    desk.look(first, tickets=1)
+    desk.run("worker.py", "--drain", expect=f"Received {second} redelivered=False\nHandler returned.\n"
+                                            "No ready registrations\n")
+    desk.look(second, tickets=1)
+    desk.run("desk.py", "status")
+    desk.run("desk.py", "retry", first, expect=f"Queued a new delivery of {first} (Same name).\n")
+    desk.run("worker.py", "--drain", expect=f"Received {first} redelivered=False\nHandler returned.\n"
+                                            "No ready registrations\n")
+    desk.look(first, tickets=1)
+    desk.look(second, tickets=1)
+
+
+SOLVERS = {1: solve_unit1, 2: solve_unit2, 3: solve_unit3}
+
+
+def solve(unit):
+    say(f"Solving {unit.title}, step by step, on the live lab")
+    SOLVERS[unit.number](Desk())
+    say(f"Solved. Now: python3 {(unit.path / 'check').relative_to(ROOT)}")
+    return 0
+
+
+# ---------------------------------------------------------------- the lab's table of contents
+
+def find(name):
+    """A Unit, or the folder of a companion lesson, from 2, unit2, unit2-ack-after-commit, cl-13-2, ..."""
+    key = str(name).strip().lower()
+    for unit in UNITS.values():
+        if key in (str(unit.number), f"unit{unit.number}", unit.folder):
+            return unit
+    for short, folder in LESSONS.items():
+        if key in (short, folder):
+            return SCENARIOS / folder
+    raise Stop(f"no lab unit {name!r}: see make units")
+
+
+def list_units():
+    say("The Nightjar ticket-desk lab. Each unit starts on its own.")
+    say()
+    for unit in UNITS.values():
+        say(f"  N={unit.number:<8} {unit.title} / {heading(unit.path / 'README.ja.md', short=True)}")
+        say(f"  {'':<10} scenarios/{unit.folder}/")
+    say()
+    say("Companion lessons (fixed-clock SQLite models, no broker):")
+    for short, folder in LESSONS.items():
+        path = SCENARIOS / folder
+        say(f"  N={short:<8} {heading(path / 'README.md')} / {heading(path / 'README.ja.md', short=True)}")
+        say(f"  {'':<10} scenarios/{folder}/")
+    say()
+    say("Start a unit: make unit N=2 (sets it up, shows its guide). Then: make check-unit N=2,"
+        " make solve-unit N=2")
+    return 0
+
+
+def load_local_env():
+    """Fill NIGHTJAR_* that are not set from what `make local` saved (var/local.env)."""
+    env_file = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var") / "local.env"
+    try:
+        text = env_file.read_text()
+    except OSError:
+        return
+    applied = []
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, value = words[1].split("=", 1)
+            if name.startswith("NIGHTJAR_") and name not in os.environ:
+                os.environ[name] = value
+                applied.append(name)
+    if applied:
+        say(f"(Using {', '.join(applied)} from {env_file}, saved by make local.)")
+
+
+def run_action(action, target):
+    if isinstance(target, Path):  # a companion lesson: its own scripts
+        return subprocess.call([sys.executable, str(target / action)])
+    try:
+        return {"setup": setup, "check": check, "solve": solve}[action](target)
+    except (Stop, broker.BrokerUnavailable) as error:
+        say(f"{action} stopped: {error}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(action, script_path):
+    """Entry point of a unit folder's scripts: main("check", __file__)."""
+    sys.stdout.reconfigure(line_buffering=True)
+    load_local_env()
+    return run_action(action, find(Path(script_path).resolve().parent.name))
+
+
+def cli(argv):
+    sys.stdout.reconfigure(line_buffering=True)
+    if not argv or argv[0] == "list":
+        return list_units()
+    if argv[0] not in ("setup", "check", "solve") or len(argv) != 2:
+        say("usage: labunits.py list | setup N | check N | solve N   (N: 1, 2, 3, cl-13-2, cl-13-3)")
+        return 2
+    try:
+        target = find(argv[1])
+    except Stop as error:
+        say(str(error))
+        return 2
+    load_local_env()
+    return run_action(argv[0], target)
+
+
+if __name__ == "__main__":
+    sys.exit(cli(sys.argv[1:]))
