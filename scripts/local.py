@@ -13,6 +13,7 @@ Where things live (overridable, e.g. for the tests):
   NIGHTJAR_LOCAL_VAR          state, logs, pid files      (default: var/ in the repository)
   NIGHTJAR_WORKSTATION        the Workstation folder      (default: workstation/ticket-desk)
   NIGHTJAR_LOCAL_BROKER_PORT  the private node's AMQP port (default: 5692)
+  NIGHTJAR_LOCAL_NODE         the private node's name      (default: nightjar-local@localhost)
   NIGHTJAR_SITE_HOST, NIGHTJAR_SITE_PORT                  (default: 127.0.0.1, 8000)
 """
 
@@ -37,7 +38,7 @@ SITE_PID = VAR / "site.pid"
 SITE_LOG = VAR / "site.log"
 ENV_FILE = VAR / "local.env"
 NODE_DIR = VAR / "rabbitmq"
-NODE_NAME = "nightjar-local@localhost"
+NODE_NAME = os.environ.get("NIGHTJAR_LOCAL_NODE") or "nightjar-local@localhost"
 RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 
 
@@ -120,6 +121,10 @@ def node_env(port):
 def start_private_node(port):
     """Start a RabbitMQ node of our own under var/; returns its state, or None on failure."""
     server, ctl = rabbitmq_tool("rabbitmq-server"), rabbitmq_tool("rabbitmqctl")
+    if not 0 < port <= 65535 - 20000:
+        say(f"NIGHTJAR_LOCAL_BROKER_PORT must be at most {65535 - 20000}: the node also uses"
+            " that port + 20000 (for its command-line tools).")
+        return None
     for busy in (port, port + 20000):
         if port_open("127.0.0.1", busy):
             say(f"Port {busy} is in use, so the private RabbitMQ node cannot start there;"
@@ -258,8 +263,9 @@ def prepare_workstation():
     if WORKSTATION.exists():
         return "kept as it is, with your edits"
     WORKSTATION.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(ROOT / "ticket-desk", WORKSTATION,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # The learner's files only; the container build files stay behind.
+    shutil.copytree(ROOT / "ticket-desk", WORKSTATION, ignore=shutil.ignore_patterns(
+        "__pycache__", "*.pyc", "Dockerfile*", ".dockerignore"))
     return "created from ticket-desk/"
 
 

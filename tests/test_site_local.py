@@ -1,0 +1,125 @@
+"""make local / make stop (scripts/local.py), isolated: own var/, Workstation folder, database, port."""
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from sitekit import ROOT, free_port
+
+SCRIPT = ROOT / "scripts" / "local.py"
+
+
+def local(lab, command, **extra):
+    env = dict(lab.env, NIGHTJAR_LOCAL_VAR=str(lab.tmp / "var"),
+               NIGHTJAR_WORKSTATION=str(lab.tmp / "workstation" / "ticket-desk"),
+               NIGHTJAR_SITE_PORT=str(lab.site_port), **extra)
+    return subprocess.run([sys.executable, str(SCRIPT), command], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def alive(pid):
+    """Running (a stopped process nobody has reaped yet is a zombie: not running)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def broker_port():
+    """A free port whose +20000 (the node's distribution port) is free too."""
+    while True:
+        port = random.randint(20000, 45535)
+        with socket.socket() as amqp, socket.socket() as dist:
+            try:
+                amqp.bind(("127.0.0.1", port))
+                dist.bind(("127.0.0.1", port + 20000))
+                return port
+            except OSError:
+                continue
+
+
+def answers(url):
+    try:
+        with urllib.request.urlopen(url + "healthz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def local_lab(lab):
+    lab.site_port = free_port()
+    yield lab
+    local(lab, "stop")
+
+
+def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
+    lab = local_lab
+    url = f"http://127.0.0.1:{lab.site_port}/"
+    result = local(lab, "start")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "RabbitMQ: amqp://guest:***@127.0.0.1:5672/%2F (already running)\n" in out
+    assert f"The Nightjar site: {url}\n" in out
+    workstation = lab.tmp / "workstation" / "ticket-desk"
+    assert f"  cd {workstation}\n" in out
+    assert f"  source {ROOT / '.venv' / 'bin' / 'activate'}\n" in out
+    assert "  python3 worker.py\n" in out
+    assert answers(url)
+    copied = {p.name for p in workstation.iterdir()}
+    assert {"common.py", "desk.py", "handler.py", "worker.py"} <= copied
+    assert (workstation / "handler.py").read_bytes() == (ROOT / "ticket-desk" / "handler.py").read_bytes()
+    # The non-default settings are written for the learner's shell to source.
+    env_file = lab.tmp / "var" / "local.env"
+    assert f"  source {env_file}" in out
+    assert f"export NIGHTJAR_QUEUE={lab.queue}\n" in env_file.read_text()
+    pid = int((lab.tmp / "var" / "site.pid").read_text())
+
+    # The Workstation's tools work in the printed setup.
+    shell = (f"cd {workstation} && . {ROOT / '.venv' / 'bin' / 'activate'} && . {env_file}"
+             " && python3 desk.py register 'Local guest' && python3 worker.py")
+    ran = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("NIGHTJAR_")})
+    assert ran.stdout == "Registered R-0002 and queued it.\nReceived R-0002 redelivered=False\nHandler returned.\n"
+
+    (workstation / "handler.py").write_text("# my edits\n")
+    again = local(lab, "start")
+    assert again.returncode == 0
+    assert f"The site is already running (pid {pid}).\n" in again.stdout
+    assert "(kept as it is, with your edits)" in again.stdout
+
+    stopped = local(lab, "stop")
+    assert stopped.stdout == f"Stopped the site (pid {pid}).\n"
+    assert not answers(url)
+    assert not alive(pid)
+    assert (workstation / "handler.py").read_text() == "# my edits\n"
+
+    restarted = local(lab, "start")
+    assert restarted.returncode == 0 and answers(url)
+    assert (workstation / "handler.py").read_text() == "# my edits\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/lib/rabbitmq/bin/rabbitmq-server"),
+                    reason="rabbitmq-server is not installed")
+def test_make_local_starts_a_private_node_when_no_broker_answers(local_lab):
+    lab = local_lab
+    port = broker_port()
+    node = f"nightjar-test-{port}@localhost"
+    result = local(lab, "start", NIGHTJAR_AMQP_URL="amqp://guest:guest@127.0.0.1:1/%2F",
+                   NIGHTJAR_LOCAL_BROKER_PORT=str(port), NIGHTJAR_LOCAL_NODE=node)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"RabbitMQ: amqp://guest:***@127.0.0.1:{port}/%2F (private node started by make local)\n" in result.stdout
+    env_file = (lab.tmp / "var" / "local.env").read_text()
+    assert f"export NIGHTJAR_AMQP_URL=amqp://guest:guest@127.0.0.1:{port}/%2F\n" in env_file
+
+    stopped = local(lab, "stop")
+    assert f"Stopped the private RabbitMQ node {node}.\n" in stopped.stdout
+    ping = subprocess.run(["/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", node, "status"],
+                          capture_output=True, text=True)
+    assert ping.returncode != 0
