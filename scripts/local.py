@@ -114,6 +114,7 @@ def node_env(port):
         RABBITMQ_PID_FILE=str(NODE_DIR / "rabbitmq.pid"),
         RABBITMQ_ENABLED_PLUGINS_FILE=str(NODE_DIR / "enabled_plugins"),
         RABBITMQ_CONFIG_FILE=str(NODE_DIR / "rabbitmq.conf"),
+        ERL_CRASH_DUMP=str(NODE_DIR / "erl_crash.dump"),
     )
     return env
 
@@ -132,10 +133,10 @@ def start_private_node(port):
             return None
     env = node_env(port)
     say(f"Starting a private RabbitMQ node ({NODE_NAME}, port {port}, data in {NODE_DIR})")
-    subprocess.run([server, "-detached"], env=env, check=False,
+    subprocess.run([server, "-detached"], env=env, cwd=NODE_DIR, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     waited = subprocess.run([ctl, "-n", NODE_NAME, "wait", env["RABBITMQ_PID_FILE"],
-                             "--timeout", "60"], env=env, capture_output=True, text=True)
+                             "--timeout", "60"], env=env, cwd=NODE_DIR, capture_output=True, text=True)
     if waited.returncode != 0:
         say(f"The private RabbitMQ node did not start; see {NODE_DIR / 'log'}.")
         return None
@@ -149,7 +150,7 @@ def stop_private_node(node):
         return
     env = node_env(node["port"])
     result = subprocess.run([ctl, "-n", node["node"], "stop", node["pidfile"]], env=env,
-                            capture_output=True, text=True)
+                            cwd=NODE_DIR, capture_output=True, text=True)
     if result.returncode == 0:
         say(f"Stopped the private RabbitMQ node {node['node']}.")
     else:
