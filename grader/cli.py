@@ -1,0 +1,161 @@
+"""python3 -m grader [--handler PATH] [--live-db PATH | --skip-live] [--amqp-url URL] [--json]"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from nightjar.config import Settings, redact_url
+
+from . import checks, live
+from .lab import ROOT, Lab, Processes, Workstation
+from .node import NodeError, PrivateNode
+
+
+def default_handler():
+    learner = ROOT / "workstation" / "ticket-desk" / "handler.py"
+    return learner if learner.is_file() else ROOT / "ticket-desk" / "handler.py"
+
+
+def parse_options(argv):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m grader",
+        description="Grade handler.py with a second RabbitMQ broker and throwaway databases,"
+                    " through real worker processes, real interruptions and real redelivery;"
+                    " then read the live results without changing them.")
+    parser.add_argument("--handler", type=Path, default=None, metavar="PATH",
+                        help="the handler.py to grade (default: the Workstation's,"
+                             " workstation/ticket-desk/handler.py, else ticket-desk/handler.py)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--live-db", metavar="PATH",
+                       help="the live SQLite database (default: NIGHTJAR_DB or the lab's default)")
+    where.add_argument("--skip-live", action="store_true",
+                       help="grade handler.py only; do not read the live results")
+    parser.add_argument("--amqp-url", metavar="URL",
+                        help="a broker for grading (e.g. the compose grader broker) instead of"
+                             " starting a private RabbitMQ node")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="how long one worker run may take before it is stopped (default 10)")
+    return parser.parse_args(argv)
+
+
+class Timings:
+    def __init__(self):
+        self.marks = {}
+
+    def measure(self, name):
+        timings = self
+
+        class Span:
+            def __enter__(self):
+                self.start = time.monotonic()
+
+            def __exit__(self, *exc):
+                timings.marks[name] = timings.marks.get(name, 0.0) + time.monotonic() - self.start
+
+        return Span()
+
+
+def grade(options, timings=None):
+    """(results, error): error is a sentence when grading could not happen at all."""
+    timings = timings or Timings()
+    handler = options.handler or default_handler()
+    if not Path(handler).is_file():
+        return [], f"no handler.py at {handler}"
+    live_settings = None
+    if not options.skip_live:
+        live_settings = Settings.from_env()
+        if options.live_db:
+            live_settings = Settings(live_settings.amqp_url, options.live_db, live_settings.queue)
+
+    scratch = Path(tempfile.mkdtemp(prefix="nightjar-grader-"))
+    node = None
+    try:
+        with timings.measure("broker_start"):
+            if options.amqp_url:
+                url = options.amqp_url
+            else:
+                node = PrivateNode(base=scratch).start()
+                url = node.url
+        # While the node boots: the Workstation copy and the live results.
+        workstation = Workstation(scratch / "workstation", handler)
+        live_results = []
+        if live_settings is not None:
+            with timings.measure("live"):
+                live_results = live.check(live_settings)
+        with timings.measure("broker_start"):
+            if node is not None:
+                node.wait_ready()
+
+        def make_lab(label):
+            return Lab(scratch / "labs", workstation, url, label, run_timeout=options.timeout,
+                       delete_queues=node is None)
+
+        with timings.measure("checks"):
+            results = checks.run_checks(make_lab)
+        return results + live_results, None
+    except NodeError as error:
+        return [], f"could not start a private RabbitMQ node for grading: {error}"
+    finally:
+        Processes.kill_all()
+        with timings.measure("broker_stop"):
+            if node is not None:
+                node.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def report(results, handler, url_note):
+    lines = [f"Grading {handler}", f"({url_note})", ""]
+    for result in results:
+        lines.append(f"{'PASS' if result.passed else 'FAIL'}  {result.name}")
+        lines.append(f"      {result.reason}")
+        if not result.passed and result.hint:
+            lines.append(f"      Hint: {result.hint}")
+    passed = sum(r.passed for r in results)
+    lines.append("")
+    lines.append(f"{passed} of {len(results)} checks passed." if passed < len(results)
+                 else f"All {len(results)} checks passed.")
+    return "\n".join(lines)
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    options = parse_options(sys.argv[1:] if argv is None else argv)
+    # SIGTERM and SIGHUP end the grader like Ctrl+C: the private node and the
+    # workers are stopped by the finally blocks.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGHUP, _terminate)
+    handler = Path(options.handler or default_handler())
+    try:
+        results, error = grade(options)
+    except KeyboardInterrupt:
+        print("Grading interrupted; the private broker and the workers were stopped.",
+              file=sys.stderr)
+        return 130
+    if error:
+        if options.json:
+            print(json.dumps({"passed": False, "error": error, "checks": []}))
+        else:
+            print(f"Cannot grade: {error}", file=sys.stderr)
+        return 2
+    passed = all(r.passed for r in results)
+    if options.json:
+        print(json.dumps({"passed": passed, "checks": [r.as_dict() for r in results]},
+                         ensure_ascii=False))
+    else:
+        broker_note = (f"grading broker {redact_url(options.amqp_url)}" if options.amqp_url
+                       else "a private RabbitMQ node")
+        live_note = "live results skipped" if options.skip_live else "live results read-only"
+        print(report(results, handler, f"{broker_note}, throwaway databases; {live_note}"))
+    return 0 if passed else 1

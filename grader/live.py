@@ -1,0 +1,87 @@
+"""The learner's live results, read without changing anything.
+
+The live database is opened read-only (SQLite `mode=ro`: it works on the
+WAL database while the site and worker use it, and cannot write a byte of
+the database or its WAL). The live queue's depth comes from a passive
+queue_declare on the live queue only: nothing is declared, consumed,
+acknowledged or repaired.
+"""
+
+import sqlite3
+
+import pika.exceptions
+
+from nightjar import broker, db as database, registrations
+from nightjar.config import redact_url
+
+from .checks import Result
+
+TICKETS_NAME = "Live results: every registration has exactly one ticket with its own name"
+QUEUE_NAME = "Live queue: nothing is waiting"
+
+WORKER_HINT = ("Run python3 worker.py --drain in the Workstation once handler.py is fixed"
+               " (unit 3 \"Repeat database results safely\").")
+REPAIR_HINT = ("Fix handler.py first, then python3 desk.py repair ID (preview) and"
+               " --apply for each ID with duplicate tickets (unit 3 \"Repeat database results"
+               " safely\").")
+
+
+def check_tickets(db_path):
+    try:
+        db = database.connect_readonly(db_path)
+    except (FileNotFoundError, sqlite3.Error) as error:
+        return Result(TICKETS_NAME, False,
+                      f"cannot read the live database at {db_path}: {error}",
+                      "Run the lab (make local) and the worker first, or pass --live-db PATH"
+                      " (--skip-live grades handler.py alone).")
+    try:
+        rows = registrations.all_registrations(db)
+    except sqlite3.Error as error:
+        return Result(TICKETS_NAME, False, f"cannot read the live database at {db_path}: {error}",
+                      "Pass the lab's database with --live-db PATH.")
+    finally:
+        db.close()
+    problems = [r for r in rows if r.problems]
+    if not problems:
+        return Result(TICKETS_NAME, True,
+                      f"{len(rows)} registrations, each with one ticket carrying its own name")
+    listed = "; ".join(f"{r.id} ({r.name}): {', '.join(r.problems)}" for r in problems[:4])
+    if len(problems) > 4:
+        listed += f"; and {len(problems) - 4} more"
+    duplicates = any(len(r.tickets) > 1 for r in problems)
+    return Result(TICKETS_NAME, False, f"{len(problems)} of {len(rows)} registrations need"
+                  f" attention: {listed}", REPAIR_HINT if duplicates else WORKER_HINT)
+
+
+def check_queue(settings):
+    """Ready messages in the live queue, by a passive declare: nothing is consumed."""
+    try:
+        connection = broker.connect(settings)
+    except broker.BrokerUnavailable as error:
+        return Result(QUEUE_NAME, False, f"cannot read the live queue: {error}",
+                      "Start the lab (make local) so its RabbitMQ answers, or use --skip-live.")
+    try:
+        channel = connection.channel()
+        try:
+            ready = channel.queue_declare(settings.queue, passive=True).method.message_count
+        except pika.exceptions.ChannelClosedByBroker as error:
+            if error.reply_code == 404:
+                return Result(QUEUE_NAME, True,
+                              f"queue {settings.queue} does not exist on"
+                              f" {redact_url(settings.amqp_url)}: nothing is waiting")
+            raise
+    except pika.exceptions.AMQPError as error:
+        return Result(QUEUE_NAME, False, f"cannot read the live queue {settings.queue}: {error!r}",
+                      "Check NIGHTJAR_AMQP_URL and NIGHTJAR_QUEUE, or use --skip-live.")
+    finally:
+        if connection.is_open:
+            connection.close()
+    if ready:
+        return Result(QUEUE_NAME, False,
+                      f"{ready} registration(s) wait in queue {settings.queue}", WORKER_HINT)
+    return Result(QUEUE_NAME, True, f"queue {settings.queue} has no ready messages")
+
+
+def check(settings):
+    """[Result] for the live database and queue named by settings."""
+    return [check_tickets(settings.db_path), check_queue(settings)]

@@ -1,0 +1,140 @@
+"""A private RabbitMQ node for one grading run: own node name, free ports, temporary data.
+
+It runs beside the machine's own broker (sharing only epmd, which it never
+stops) and is thrown away afterwards. Its data directory is deleted with it,
+so stopping is a kill of its process group rather than a graceful shutdown:
+nothing on it is worth the seconds a clean stop takes.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pika
+import pika.exceptions
+
+SERVER_CANDIDATES = (
+    "/usr/lib/rabbitmq/bin/rabbitmq-server",  # Debian: the real script (the /usr/sbin wrapper switches user)
+    "/usr/local/lib/rabbitmq/sbin/rabbitmq-server",
+    "/opt/rabbitmq/sbin/rabbitmq-server",
+)
+
+
+class NodeError(Exception):
+    """The private node could not be started; the text says why."""
+
+
+def find_server():
+    explicit = os.environ.get("NIGHTJAR_RABBITMQ_SERVER")
+    for candidate in ((explicit,) if explicit else SERVER_CANDIDATES):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("rabbitmq-server")
+    if found and not found.startswith(("/usr/sbin/", "/sbin/")):
+        return found
+    return None
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrivateNode:
+    """start() returns at once; wait_ready() blocks until AMQP answers; stop() kills and removes it."""
+
+    def __init__(self, base=None):
+        self.dir = Path(tempfile.mkdtemp(prefix="nightjar-grader-node-", dir=base))
+        self.name = f"nightjar-grader-{os.getpid()}-{uuid.uuid4().hex[:6]}@localhost"
+        self.process = None
+        self.port = None
+
+    @property
+    def url(self):
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    def start(self):
+        server = find_server()
+        if server is None:
+            raise NodeError("rabbitmq-server is not installed here; install RabbitMQ or pass"
+                            " --amqp-url with the address of a broker for grading")
+        self.port, dist_port = free_port(), free_port()
+        d = self.dir
+        (d / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
+            "loopback_users.guest = true\n")
+        (d / "enabled_plugins").write_text("[].\n")  # no management plugin: starts faster
+        (d / "rabbitmq-env.conf").write_text("")  # not the system's (it names the system node)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("RABBITMQ_", "ERL_")) and k != "NOTIFY_SOCKET"}
+        env.update(
+            HOME=str(d),  # the Erlang cookie lives here; writable whoever runs the grader
+            RABBITMQ_NODENAME=self.name,
+            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(dist_port),
+            RABBITMQ_MNESIA_BASE=str(d / "mnesia"),
+            RABBITMQ_LOG_BASE=str(d / "log"),
+            RABBITMQ_PID_FILE=str(d / "node.pid"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(d / "enabled_plugins"),
+            RABBITMQ_CONFIG_FILE=str(d / "rabbitmq.conf"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=str(d / "advanced.config"),
+            RABBITMQ_CONF_ENV_FILE=str(d / "rabbitmq-env.conf"),
+            ERL_EPMD_ADDRESS="127.0.0.1",
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+        )
+        self._log = open(d / "server.out", "wb")
+        # Its own session: the terminal's Ctrl+C does not reach it, and the
+        # whole node (script, VM, port programs) is one process group to stop.
+        self.process = subprocess.Popen(
+            [server], env=env, cwd=d, stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def wait_ready(self, timeout=60):
+        params = pika.URLParameters(self.url)
+        params.connection_attempts = 1
+        params.socket_timeout = 2
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise NodeError(f"the private RabbitMQ node exited during start-up"
+                                f" (status {self.process.returncode}): {self._tail()}")
+            try:
+                pika.BlockingConnection(params).close()
+                return
+            except (pika.exceptions.AMQPError, OSError):
+                if time.monotonic() > deadline:
+                    raise NodeError(f"the private RabbitMQ node did not accept connections within"
+                                    f" {timeout:g} s: {self._tail()}") from None
+                time.sleep(0.1)
+
+    def _tail(self):
+        try:
+            lines = (self.dir / "server.out").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no output"
+        interesting = [line for line in lines if "error" in line.lower()] or lines
+        return " / ".join(interesting[-3:])[:500] or "no output"
+
+    def stop(self):
+        """Kill the node's process group, wait for it, delete its data. Safe to call twice."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.process = None
+            self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
