@@ -192,7 +192,8 @@ def describe_tickets(registration):
 def prepare_workstation(unit, folder):
     """Create or refresh the Workstation folder and put the unit's handler.py in place."""
     backups = folder / BACKUPS
-    if not folder.exists():
+    created = not folder.exists()
+    if created:
         folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(TICKET_DESK, folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "Dockerfile"))
@@ -213,7 +214,7 @@ def prepare_workstation(unit, folder):
     if handler.exists() and handler.read_bytes() == wanted:
         say("  handler.py: already the unit's starting version")
     else:
-        if handler.exists():
+        if handler.exists() and not created:
             saved = backup(handler, backups)
             say(f"  handler.py: your version is saved as {saved}")
         handler.write_bytes(wanted)
@@ -227,23 +228,32 @@ def start_handler_name(unit):
 
 
 def prepare_database(unit, settings, backups):
+    existed = Path(settings.db_path).is_file()
     db = database.connect(settings.db_path)
     try:
         current = snapshot(db)
         if current == state_of(unit.start_guests):
-            say(f"Database {settings.db_path}: already at the unit's start")
+            say(f"Database {settings.db_path}: {'already' if existed else 'created'} at the unit's start")
+        elif not existed:
+            reset_database(db, unit.start_guests)
+            say(f"Database {settings.db_path}: created at the unit's start")
         else:
-            counts = [len(current[0]), len(current[1]), len(current[2])]
             saved = backup_database(db, backups) if current != state_of(()) else None
             reset_database(db, unit.start_guests)
-            say(f"Database {settings.db_path}: reset to the unit's start (removed {counts[0]}"
-                f" registrations, {counts[1]} tickets and {counts[2]} completion records)")
+            removed = [plural(len(current[0]), "registration"), plural(len(current[1]), "ticket"),
+                       plural(len(current[2]), "completion record")]
+            say(f"Database {settings.db_path}: reset to the unit's start (removed {removed[0]},"
+                f" {removed[1]} and {removed[2]})")
             if saved:
                 say(f"  your copy: {saved}")
         for r in registrations.all_registrations(db):
             say(f"  {r.id}  {r.name}: {describe_tickets(r)}")
     finally:
         db.close()
+
+
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def prepare_queue(settings):
@@ -256,11 +266,11 @@ def prepare_queue(settings):
     finally:
         connection.close()
     if waiting:
-        say(f"Queue {settings.queue}: removed {waiting} waiting message(s); nothing is queued now")
+        say(f"Queue {settings.queue}: removed {plural(waiting, 'waiting message')}; nothing is queued now")
     else:
         say(f"Queue {settings.queue}: nothing queued")
     if dead:
-        say(f"Dead-letter queue {settings.dead_letter_queue}: removed {dead} message(s)")
+        say(f"Dead-letter queue {settings.dead_letter_queue}: removed {plural(dead, 'message')}")
 
 
 def guide(unit_path):
@@ -320,10 +330,10 @@ def live_problems(unit, settings):
     finally:
         connection.close()
     if ready:
-        lines.append(f"missing: an empty queue ({ready} message(s) still waiting in"
+        lines.append(f"missing: an empty queue ({plural(ready, 'message')} still waiting in"
                      f" {settings.queue}: python3 worker.py --drain)")
     if dead:
-        lines.append(f"problem: {dead} message(s) set aside in the dead-letter queue"
+        lines.append(f"problem: {plural(dead, 'message')} set aside in the dead-letter queue"
                      f" {settings.dead_letter_queue} (python3 desk.py status)")
     return lines
 
@@ -349,13 +359,15 @@ def stop_at(lab, point):
     return worker
 
 
-def ready_soon(lab, timeout=3.0):
-    """Ready messages, waiting a moment for RabbitMQ to return an interrupted delivery."""
+def ready_soon(lab, more_than=0, timeout=1.5):
+    """Whether the ready messages grew past `more_than`, giving RabbitMQ a moment to
+    return an interrupted delivery (it takes milliseconds)."""
     deadline = time.monotonic() + timeout
     while True:
-        ready = lab.ready()
-        if ready or time.monotonic() > deadline:
-            return ready
+        if lab.ready() > more_than:
+            return True
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.05)
 
 
@@ -377,6 +389,9 @@ def trial_ack_after_commit(handler, settings):
             return ["missing: a handler.py with checkpoint(pause, 'before-write') before the write"
                     " (python3 worker.py --pause before-write never paused)"]
         worker.interrupt()
+        if not ready_soon(lab):
+            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
+                    " before-write, the registration was lost: RabbitMQ had nothing to deliver again)"]
         rerun = lab.run("worker.py")
         if rerun.stdout.startswith("No ready registrations"):
             return ["missing: a handler.py that acknowledges after the commit (interrupted at"
@@ -394,12 +409,12 @@ def trial_ack_after_commit(handler, settings):
         if worker is None:
             return ["missing: a handler.py with checkpoint(pause, 'after-commit') after 'with db:'"
                     " and before the ack (python3 worker.py --pause after-commit never paused)"]
-        at_pause = lab.tickets(second)
+        at_pause, waiting = lab.tickets(second), lab.ready()
         worker.interrupt()
         if len(at_pause) != 1:
             return ["missing: a handler.py that commits the ticket before checkpoint(pause,"
                     f" 'after-commit') ({len(at_pause)} tickets there)"]
-        if not ready_soon(lab):
+        if not ready_soon(lab, more_than=waiting):
             return ["missing: a handler.py that acknowledges after the commit (at after-commit the"
                     " delivery was already acknowledged)"]
     return []
@@ -415,18 +430,20 @@ def trial_idempotent(handler, settings):
         if worker is None:
             return ["missing: a handler.py with checkpoint(pause, 'after-commit') after 'with db:'"
                     " and before the ack (python3 worker.py --pause after-commit never paused)"]
-        at_pause = lab.tickets(first)
+        at_pause, waiting = lab.tickets(first), lab.ready()
         worker.interrupt()
         if len(at_pause) != 1:
             return ["missing: a handler.py that commits one ticket before checkpoint(pause,"
                     f" 'after-commit') ({len(at_pause)} tickets there)"]
+        if not ready_soon(lab, more_than=waiting):
+            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
+                    " after-commit, the delivery did not come back)"]
         rerun = lab.run("worker.py")
         failed = worker_failed(rerun)
         if failed:
             return [failed]
         if f"Received {first} redelivered=True" not in rerun.stdout.splitlines():
-            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
-                    " after-commit, the delivery did not come back)"]
+            return [f"missing: the redelivery of the interrupted registration (got: {rerun.stdout.strip()!r})"]
         if len(lab.tickets(first)) != 1:
             return ["missing: an idempotent handler.py (interrupted after the commit, the redelivery"
                     " made a second ticket for the same registration)"]
@@ -565,14 +582,26 @@ class Desk:
         return worker
 
     def interrupt(self, worker):
+        """Ctrl+C; then wait a moment until RabbitMQ has the unacknowledged delivery back."""
+        waiting = self.ready()
         say("^C")
         status = worker.interrupt()
+        deadline = time.monotonic() + 1.5
+        while self.ready() <= waiting and time.monotonic() < deadline:
+            time.sleep(0.05)
         for line in worker.lines[2:] + worker.stderr.splitlines():
             say(line)
         self.shell("echo $?")
         say(str(status))
         if status != 130:
             raise Stop(f"the interrupted worker exited with {status}, not 130")
+
+    def ready(self):
+        connection = broker.connect(self.settings)
+        try:
+            return broker.ready_count(connection.channel(), self.settings.queue)
+        finally:
+            connection.close()
 
     def replace_handler(self, solution):
         """cat > handler.py <<'PYTHON' ... PYTHON, with the solution's text."""

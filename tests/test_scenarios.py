@@ -1,0 +1,322 @@
+"""The three lab units start on their own and are solvable, on the real broker.
+
+For each unit, in an environment of its own (database, queue names and
+Workstation folder): setup -> check fails with the expected lines -> solve ->
+check passes. The scripts run as the learner runs them, as processes.
+"""
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nightjar import broker, db as database, queueing
+from nightjar.config import DEFAULT_AMQP_URL, Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+FOLDERS = {1: "unit1-trace-registration", 2: "unit2-ack-after-commit", 3: "unit3-idempotent-results"}
+GRADER_PRESENT = (ROOT / "grader" / "__main__.py").is_file()
+
+
+class UnitEnv:
+    """A live lab of one's own: NIGHTJAR_DB, NIGHTJAR_QUEUE and NIGHTJAR_WORKSTATION in a temp folder."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.queue = f"test.units.{uuid.uuid4().hex[:12]}"
+        self.db_path = tmp / "nightjar.db"
+        self.workstation = tmp / "ws" / "ticket-desk"
+        self.settings = Settings(amqp_url=DEFAULT_AMQP_URL, db_path=str(self.db_path),
+                                 queue=self.queue)
+        self.env = dict(os.environ, NIGHTJAR_AMQP_URL=DEFAULT_AMQP_URL, NIGHTJAR_DB=str(self.db_path),
+                        NIGHTJAR_QUEUE=self.queue, NIGHTJAR_WORKSTATION=str(self.workstation),
+                        NIGHTJAR_LOCAL_VAR=str(tmp / "var"), PYTHONUNBUFFERED="1")
+
+    def script(self, unit, action):
+        """Run a unit's ./setup, ./check or ./solve; (exit status, normalised stdout)."""
+        result = subprocess.run([sys.executable, str(SCENARIOS / FOLDERS[unit] / action)],
+                                env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert result.stderr == "", result.stderr
+        return result.returncode, self.normalise(result.stdout)
+
+    def normalise(self, text):
+        text = text.replace(str(self.tmp), "<tmp>").replace(self.queue, "<queue>")
+        text = re.sub(r"-\d{8}-\d{6}(-\d+)?\.", "-<stamp>.", text)
+        return re.sub(r"\d+ unacknowledged|unacknowledged unknown", "<unacked>", text)
+
+    def register(self, name):
+        db = database.connect(self.db_path)
+        try:
+            registration_id, queued = queueing.register(db, self.settings, name)
+        finally:
+            db.close()
+        assert queued
+        return registration_id
+
+    def cleanup(self):
+        connection = broker.connect(self.settings)
+        channel = connection.channel()
+        for queue in (self.queue, self.settings.dead_letter_queue):
+            channel.queue_delete(queue)
+        connection.close()
+
+
+@pytest.fixture
+def unit_env(tmp_path):
+    env = UnitEnv(tmp_path)
+    yield env
+    env.cleanup()
+
+
+def ready_line(unit):
+    guide = f"scenarios/{FOLDERS[unit]}/README"
+    return (f"Ready. Guide: {guide}.md (日本語: {guide}.ja.md)\n"
+            "Workstation: cd <tmp>/ws/ticket-desk\n")
+
+
+SETUP = {
+    1: ("Setting up Unit 1 · Follow a registration to its ticket\n"
+        "Workstation <tmp>/ws/ticket-desk: created as a copy of ticket-desk/\n"
+        "  handler.py: already the unit's starting version\n"
+        "Database <tmp>/nightjar.db: created at the unit's start\n"
+        "  R-0001  Mina Patel: ticket 1\n"
+        "Queue <queue>: nothing queued\n"),
+    2: ("Setting up Unit 2 · Acknowledge only finished work\n"
+        "Workstation <tmp>/ws/ticket-desk: created as a copy of ticket-desk/\n"
+        "  handler.py: already the unit's starting version\n"
+        "Database <tmp>/nightjar.db: created at the unit's start\n"
+        "  R-0001  Mina Patel: ticket 1\n"
+        "  R-0002  Normal guest: ticket 2\n"
+        "Queue <queue>: nothing queued\n"),
+    3: ("Setting up Unit 3 · Repeat database results safely\n"
+        "Workstation <tmp>/ws/ticket-desk: created as a copy of ticket-desk/\n"
+        "  handler.py: replaced with the unit's starting version"
+        " (unit 2's: it acknowledges after the commit)\n"
+        "Database <tmp>/nightjar.db: created at the unit's start\n"
+        "  R-0001  Mina Patel: ticket 1\n"
+        "  R-0002  Normal guest: ticket 2\n"
+        "  R-0003  Retry guest: ticket 3\n"
+        "Queue <queue>: nothing queued\n"),
+}
+
+CHECK_BEFORE = {
+    1: ["missing: a registration named Normal guest with one ticket"],
+    2: ["missing: a handler.py that acknowledges after the commit (interrupted at before-write,"
+        " the registration was lost: RabbitMQ had nothing to deliver again)",
+        "missing: a registration named Retry guest with one ticket"],
+    3: ["missing: an idempotent handler.py (interrupted after the commit, the redelivery made a"
+        " second ticket for the same registration)",
+        "missing: two registrations named Same name, each with one ticket"],
+}
+
+CHECK_AFTER = {
+    1: "Unit 1 done: Normal guest has one ticket in its name, Mina Patel's ticket is intact,"
+       " and nothing is waiting.\n",
+    2: "Unit 2 done: handler.py acknowledges after the commit, Retry guest has one ticket,"
+       " and nothing is waiting.\n",
+    3: "Unit 3 done: handler.py is idempotent, both Same name registrations have one ticket each,"
+       " and nothing is waiting.\n",
+}
+
+UNIT2_HANDLER = (SCENARIOS / "unit2-ack-after-commit" / "solution" / "handler.py").read_text()
+UNIT3_HANDLER = (SCENARIOS / "unit3-idempotent-results" / "solution" / "handler.py").read_text()
+STARTING_HANDLER = (ROOT / "ticket-desk" / "handler.py").read_text()
+
+SOLVE = {
+    1: f"""\
+Solving Unit 1 · Follow a registration to its ticket, step by step, on the live lab
+[Nightjar] Explore the evening -> Plan your visit -> The evening
+[Nightjar] The evening: Guest name = Normal guest, Register for the evening
+[Nightjar] R-0002 Normal guest: Your ticket is being prepared
+[Workstation] $ pwd
+<tmp>/ws/ticket-desk
+[Workstation] $ cat handler.py
+{STARTING_HANDLER}[Workstation] $ python3 worker.py
+Received R-0002 redelivered=False
+Handler returned.
+[Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest)
+[Nightjar] R-0001 Mina Patel: Open ticket 1 (R-0001, Mina Patel)
+Solved. Now: python3 scenarios/unit1-trace-registration/check
+""",
+    2: f"""\
+Solving Unit 2 · Acknowledge only finished work, step by step, on the live lab
+(your handler.py is saved as <tmp>/ws/ticket-desk/.backups/handler-<stamp>.py)
+[Workstation] $ cat > handler.py <<'PYTHON'
+{UNIT2_HANDLER}PYTHON
+[Nightjar] The evening: Guest name = Retry guest, Register for the evening
+[Nightjar] R-0003 Retry guest: Your ticket is being prepared
+[Workstation] $ python3 worker.py --pause before-write
+Received R-0003 redelivered=False
+Paused before-write.
+^C
+[Workstation] $ echo $?
+130
+[Nightjar] R-0003 Retry guest: Your ticket is being prepared
+[Workstation] $ python3 worker.py
+Received R-0003 redelivered=True
+Handler returned.
+[Nightjar] R-0003 Retry guest: Open ticket 3 (R-0003, Retry guest)
+Solved. Now: python3 scenarios/unit2-ack-after-commit/check
+""",
+    3: f"""\
+Solving Unit 3 · Repeat database results safely, step by step, on the live lab
+(your handler.py is saved as <tmp>/ws/ticket-desk/.backups/handler-<stamp>.py)
+[Workstation] $ cat > handler.py <<'PYTHON'
+{UNIT3_HANDLER}PYTHON
+[Nightjar] The evening: Guest name = Same name, Register for the evening
+[Nightjar] R-0004 Same name: Your ticket is being prepared
+[Nightjar] The evening: Guest name = Same name, Register for the evening
+[Nightjar] R-0005 Same name: Your ticket is being prepared
+[Workstation] $ python3 worker.py --pause inside-transaction
+Received R-0004 redelivered=False
+Paused inside-transaction.
+^C
+[Workstation] $ echo $?
+130
+[Nightjar] R-0004 Same name: Your ticket is being prepared
+[Workstation] $ python3 worker.py --pause after-commit
+Received R-0004 redelivered=True
+Paused after-commit.
+[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
+^C
+[Workstation] $ echo $?
+130
+[Workstation] $ python3 worker.py
+Received R-0004 redelivered=True
+Handler returned.
+[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
+[Workstation] $ python3 worker.py --drain
+Received R-0005 redelivered=False
+Handler returned.
+No ready registrations
+[Nightjar] R-0005 Same name: Open ticket 5 (R-0005, Same name)
+[Workstation] $ python3 desk.py status
+Registrations (5)
+  R-0001  Mina Patel    ticket 1        completed
+  R-0002  Normal guest  ticket 2        -
+  R-0003  Retry guest   ticket 3        -
+  R-0004  Same name     ticket 4        completed
+  R-0005  Same name     ticket 5        completed
+No problems
+Queue <queue>: 0 ready, <unacked>, 0 dead-lettered (in <queue>.dead)
+[Workstation] $ python3 desk.py retry R-0004
+Queued a new delivery of R-0004 (Same name).
+[Workstation] $ python3 worker.py --drain
+Received R-0004 redelivered=False
+Handler returned.
+No ready registrations
+[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
+[Nightjar] R-0005 Same name: Open ticket 5 (R-0005, Same name)
+Solved. Now: python3 scenarios/unit3-idempotent-results/check
+""",
+}
+
+
+def tickets(env):
+    db = sqlite3.connect(env.db_path)
+    try:
+        return db.execute("SELECT number, registration_id, name FROM tickets ORDER BY number").fetchall()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("unit", [1, 2, 3])
+def test_unit_starts_on_its_own_and_is_solvable(unit, unit_env):
+    assert unit_env.script(unit, "setup") == (0, SETUP[unit] + ready_line(unit))
+    footer = f"Unit {unit} is not done yet. The guide: scenarios/{FOLDERS[unit]}/README.md"
+    assert unit_env.script(unit, "check") == (1, "\n".join(CHECK_BEFORE[unit] + [footer]) + "\n")
+    assert unit_env.script(unit, "solve") == (0, SOLVE[unit])
+    assert unit_env.script(unit, "check") == (0, CHECK_AFTER[unit])
+    if unit == 3:
+        assert (unit_env.workstation / "handler.py").read_text() == UNIT3_HANDLER
+        assert tickets(unit_env) == [(1, "R-0001", "Mina Patel"), (2, "R-0002", "Normal guest"),
+                                     (3, "R-0003", "Retry guest"), (4, "R-0004", "Same name"),
+                                     (5, "R-0005", "Same name")]
+
+
+@pytest.mark.skipif(not GRADER_PRESENT, reason="the grader package (grader/__main__.py) is not present yet")
+def test_grader_passes_the_handler_of_solved_unit3(unit_env):
+    unit_env.script(3, "setup")
+    assert unit_env.script(3, "solve")[0] == 0
+    result = subprocess.run([sys.executable, "-m", "grader", "--handler",
+                             str(unit_env.workstation / "handler.py"), "--skip-live", "--json"],
+                            env=unit_env.env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    report = json.loads(result.stdout)
+    assert report["passed"] is True, report
+    assert result.returncode == 0
+
+
+def test_setup_backs_up_the_learners_handler_and_database_and_says_what_it_resets(unit_env):
+    ws = unit_env.workstation
+    ws.parent.mkdir(parents=True)
+    shutil.copytree(ROOT / "ticket-desk", ws)
+    (ws / "handler.py").write_text("# my own work\n")
+    assert unit_env.register("Left over") == "R-0002"
+
+    status, out = unit_env.script(2, "setup")
+    assert (status, out) == (0, (
+        "Setting up Unit 2 · Acknowledge only finished work\n"
+        "Workstation <tmp>/ws/ticket-desk:\n"
+        "  handler.py: your version is saved as <tmp>/ws/ticket-desk/.backups/handler-<stamp>.py\n"
+        "  handler.py: replaced with the unit's starting version"
+        " (it acknowledges before writing the ticket)\n"
+        "Database <tmp>/nightjar.db: reset to the unit's start (removed 2 registrations,"
+        " 1 ticket and 1 completion record)\n"
+        "  your copy: <tmp>/ws/ticket-desk/.backups/nightjar-<stamp>.db\n"
+        "  R-0001  Mina Patel: ticket 1\n"
+        "  R-0002  Normal guest: ticket 2\n"
+        "Queue <queue>: removed 1 waiting message; nothing is queued now\n") + ready_line(2))
+
+    backups = sorted((ws / ".backups").iterdir())
+    assert [p.suffix for p in backups] == [".py", ".db"]
+    assert backups[0].read_text() == "# my own work\n"
+    copy = sqlite3.connect(backups[1])
+    assert copy.execute("SELECT id, name FROM registrations ORDER BY id").fetchall() == [
+        ("R-0001", "Mina Patel"), ("R-0002", "Left over")]
+    copy.close()
+    assert (ws / "handler.py").read_text() == STARTING_HANDLER
+
+    # Run again: nothing left to reset, nothing more to back up.
+    status, out = unit_env.script(2, "setup")
+    assert status == 0
+    assert "  handler.py: already the unit's starting version\n" in out
+    assert "Database <tmp>/nightjar.db: already at the unit's start\n" in out
+    assert len(list((ws / ".backups").iterdir())) == 2
+
+
+def test_check_names_waiting_registrations_and_messages(unit_env):
+    unit_env.script(1, "setup")
+    unit_env.register("Normal guest")
+    assert unit_env.script(1, "check") == (1, (
+        "missing: a registration named Normal guest with one ticket\n"
+        "problem: R-0002 (Normal guest) waiting for its ticket\n"
+        "missing: an empty queue (1 message still waiting in <queue>: python3 worker.py --drain)\n"
+        "Unit 1 is not done yet. The guide: scenarios/unit1-trace-registration/README.md\n"))
+
+
+def test_unit3_check_refuses_the_starting_handler(unit_env):
+    unit_env.script(3, "setup")
+    (unit_env.workstation / "handler.py").write_text(STARTING_HANDLER)
+    status, out = unit_env.script(3, "check")
+    assert status == 1
+    assert out.splitlines()[0] == (
+        "missing: a handler.py that acknowledges after the commit (interrupted at after-commit,"
+        " the delivery did not come back)")
+
+
+def test_the_lab_lists_every_unit_and_companion_lesson():
+    result = subprocess.run([sys.executable, str(SCENARIOS / "labunits.py"), "list"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    for folder in (*FOLDERS.values(), "cl-13-2-queue-redelivery", "cl-13-3-delivery-resume"):
+        assert f"scenarios/{folder}/" in result.stdout
+    for n in ("N=1", "N=2", "N=3", "N=cl-13-2", "N=cl-13-3"):
+        assert n in result.stdout
