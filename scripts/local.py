@@ -271,7 +271,10 @@ def prepare_workstation():
 
 
 def write_env_file(settings):
-    """The NIGHTJAR_* values that differ from the defaults, as a file to `source`; its path or None."""
+    """The NIGHTJAR_* values that differ from the defaults, written as a file to `source`.
+
+    Returns them (name -> value), or {} when everything is at its default.
+    """
     from nightjar import config
     changed = {}
     if settings.amqp_url != config.DEFAULT_AMQP_URL:
@@ -282,13 +285,13 @@ def write_env_file(settings):
         changed["NIGHTJAR_QUEUE"] = settings.queue
     if not changed:
         ENV_FILE.unlink(missing_ok=True)
-        return None
+        return changed
     # It may hold a broker password: readable by this user only.
     fd = os.open(ENV_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         for name, value in changed.items():
             handle.write(f"export {name}={shlex.quote(value)}\n")
-    return ENV_FILE
+    return changed
 
 
 def start():
@@ -306,7 +309,7 @@ def start():
     start_site(settings, state)
     workstation = prepare_workstation()
     say(f"Workstation: {WORKSTATION} ({workstation})")
-    env_file = write_env_file(settings)
+    changed = write_env_file(settings)
 
     host, port = site_address()
     say()
@@ -315,9 +318,14 @@ def start():
     say("Next, in a terminal:")
     say(f"  cd {shlex.quote(str(WORKSTATION))}")
     say(f"  source {shlex.quote(str(ROOT / '.venv' / 'bin' / 'activate'))}")
-    if env_file:
-        say(f"  source {shlex.quote(str(env_file))}    # this lab's NIGHTJAR_* settings")
+    if changed:
+        say(f"  source {shlex.quote(str(ENV_FILE))}")
     say("  python3 worker.py")
+    if changed:
+        say()
+        say(f"Settings that differ from the defaults (set by {ENV_FILE}):")
+        for name, value in changed.items():
+            say(f"  {name}={redact_url(value) if name == 'NIGHTJAR_AMQP_URL' else value}")
     say()
     say("make stop stops the site" + (" and the private RabbitMQ node." if state.get("broker") else "."))
     return 0

@@ -77,7 +77,8 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
     assert (workstation / "handler.py").read_bytes() == (ROOT / "ticket-desk" / "handler.py").read_bytes()
     # The non-default settings are written for the learner's shell to source.
     env_file = lab.tmp / "var" / "local.env"
-    assert f"  source {env_file}" in out
+    assert f"  source {env_file}\n" in out
+    assert f"  NIGHTJAR_QUEUE={lab.queue}\n" in out
     assert f"export NIGHTJAR_QUEUE={lab.queue}\n" in env_file.read_text()
     pid = int((lab.tmp / "var" / "site.pid").read_text())
 
