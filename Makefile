@@ -24,6 +24,10 @@ test: $(STAMP) ## run the whole test suite against a real RabbitMQ
 bench: $(STAMP) ## measure the worker (start-up time, --drain throughput)
 	$(PY) benchmarks/worker_bench.py
 
+.PHONY: grade
+grade: $(STAMP) ## grade handler.py: private RabbitMQ node, throwaway databases, live results read-only
+	$(PY) -m grader $(GRADE_ARGS)
+
 .PHONY: units unit check-unit solve-unit
 units: $(STAMP) ## the lab's units and companion lessons, each starting on its own
 	@$(PY) scenarios/labunits.py list

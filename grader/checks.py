@@ -199,22 +199,23 @@ def expect_back(lab, registration_id, run, how):
 
 
 def check_tickets(lab, registration_id, name, context, run=None):
+    """Exactly one ticket, with the guest's name; `context` names what just ran."""
     tickets = lab.tickets(registration_id)
     if not tickets:
         if lab.completed(registration_id):
-            raise Fail(f"{context}: {registration_id} is marked completed but has no ticket",
+            raise Fail(f"{context} left {registration_id} marked completed but without a ticket",
                        "partial")
         if run is not None and (registration_id, True) in run.received():
             raise Fail(f"{context}: the redelivery of {registration_id} (redelivered=True) was"
-                       f" acknowledged without writing a ticket; {registration_id} has no"
-                       " ticket", "skipped")
-        raise Fail(f"{context}: {registration_id} got no ticket", "no-ticket")
+                       f" acknowledged without writing a ticket, so {registration_id} has none",
+                       "skipped")
+        raise Fail(f"{context} left {registration_id} without a ticket", "no-ticket")
     if len(tickets) > 1:
         numbers = ", ".join(str(number) for number, _ in tickets)
-        raise Fail(f"{context}: {registration_id} has {len(tickets)} tickets ({numbers}): a"
-                   " second ticket was written", "duplicate")
+        raise Fail(f"{context} wrote a second ticket: {registration_id} has {len(tickets)}"
+                   f" tickets ({numbers})", "duplicate")
     if tickets[0][1] != name:
-        raise Fail(f"{context}: the ticket of {registration_id} carries the name"
+        raise Fail(f"{context} wrote the ticket of {registration_id} with the name"
                    f" {tickets[0][1]!r} instead of {name!r}", "no-ticket")
 
 
@@ -347,11 +348,12 @@ def v_same_name(lab):
     for registration_id in (first, second):
         if registration_id not in got:
             raise Fail(f"the worker did not receive {registration_id}", "grader")
-    check_tickets(lab, first, "Same name", f"{first}, the first guest named 'Same name'")
-    if not lab.tickets(second) and lab.tickets(first):
+    context = "processing two guests both named 'Same name'"
+    check_tickets(lab, first, "Same name", context)
+    if not lab.tickets(second):
         raise Fail(f"{second}, the second registration named 'Same name', got no ticket: it was"
                    f" treated as a repeat of {first}", "same-name")
-    check_tickets(lab, second, "Same name", f"{second}, the second guest named 'Same name'")
+    check_tickets(lab, second, "Same name", context)
     expect_acked(lab, second, "the two deliveries")
     return f"{first} and {second}, both 'Same name', got one ticket each"
 
@@ -436,15 +438,21 @@ def combine(check, outcomes):
     failures = [(text, hint) for status, text, hint in outcomes if status == "fail"]
     if failures:
         reason, hint = failures[0]
-        if len(failures) > 1:
-            reason += f" (and {len(failures) - 1} more interruption(s) of this check failed)"
-        return Result(check.name, False, reason, hint)
+        if len(failures) == 2:
+            reason += " (one more interruption of this check failed too)"
+        elif len(failures) > 2:
+            reason += f" ({len(failures) - 1} more interruptions of this check failed too)"
+        return Result(check.name, False, _sentence(reason), hint)
     passed = [text for status, text, _ in outcomes if status == "pass"]
     notes = [text for status, text, _ in outcomes if status == "n/a"]
     reason = check.success.format(hows="; ".join(passed))
     if notes:
         reason += " (" + "; ".join(notes) + ")"
-    return Result(check.name, True, reason[:1].upper() + reason[1:], "")
+    return Result(check.name, True, _sentence(reason), "")
+
+
+def _sentence(text):
+    return text[:1].upper() + text[1:]
 
 
 def run_checks(make_lab, checks=CHECKS, parallel=None):

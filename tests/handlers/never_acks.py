@@ -1,0 +1,14 @@
+# Wrong: writes the ticket but never acknowledges the delivery.
+from common import checkpoint
+
+
+def handle(ch, delivery, job, db, pause):
+    checkpoint(pause, 'before-write')
+    with db:
+        added = db.execute('INSERT OR IGNORE INTO completed VALUES (?)',
+                           (job['id'],)).rowcount
+        checkpoint(pause, 'inside-transaction')
+        if added:
+            db.execute('INSERT INTO tickets(registration_id,name) VALUES (?,?)',
+                       (job['id'], job['name']))
+    checkpoint(pause, 'after-commit')
