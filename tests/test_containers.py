@@ -12,6 +12,7 @@ check is also fed a deliberately broken copy, to prove it can fail.
 
 import ast
 import copy
+import functools
 import os
 import re
 import shlex
@@ -238,8 +239,15 @@ def dockerignore_rules(text):
 
 
 def tracked_files(rel):
-    listed = subprocess.run(["git", "ls-files", "--", rel], cwd=ROOT, capture_output=True, text=True)
-    return [line for line in listed.stdout.splitlines() if line]
+    """The files git tracks at or under rel (a COPY must send each of them)."""
+    rel = os.path.normpath(rel)
+    return [path for path in all_tracked_files() if path == rel or path.startswith(rel + "/")]
+
+
+@functools.lru_cache(maxsize=1)
+def all_tracked_files():
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    return tuple(line for line in listed.stdout.splitlines() if line)
 
 
 # --------------------------------------------------------------------------
