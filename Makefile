@@ -24,8 +24,12 @@ test: $(STAMP) ## run the whole test suite against a real RabbitMQ
 bench: $(STAMP) ## measure the worker (start-up time, --drain throughput)
 	$(PY) benchmarks/worker_bench.py
 
-.PHONY: grade
-grade: $(STAMP) ## grade handler.py: private RabbitMQ node, throwaway databases, live results read-only
+.PHONY: grade grade-local
+grade: ## grade handler.py: in containers while `make up` runs the lab, else as grade-local
+	@if $(DOCKER_LAB_RUNS); then $(MAKE) --no-print-directory grade-docker; \
+	else $(MAKE) --no-print-directory grade-local; fi
+
+grade-local: $(STAMP) ## grade handler.py: private RabbitMQ node, throwaway databases, live results read-only
 	$(PY) -m grader $(GRADE_ARGS)
 
 .PHONY: units unit check-unit solve-unit
@@ -52,6 +56,8 @@ stop: ## stop what make local started
 # Docker Compose v2 (`docker compose`) when present, else v1 (`docker-compose`).
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
 NEED_DOCKER = docker info >/dev/null 2>&1 || { echo "No Docker engine answers ('docker info' failed): run the lab without containers with 'make local'." >&2; exit 1; }
+# True when a Docker engine answers and `make up` has the Workstation running.
+DOCKER_LAB_RUNS = docker info >/dev/null 2>&1 && $(COMPOSE) ps --services --filter status=running 2>/dev/null | grep -qx workstation
 
 .PHONY: up down shell logs reset grade-docker
 up: ## start the lab in containers: RabbitMQ, the site on :8000, the Workstation
