@@ -667,6 +667,13 @@ def test_the_site_runs_what_make_local_runs():
         assert command[:2] == ["python3", "-m"] and command[2] in modules
 
 
+def test_the_grader_runs_what_make_grade_runs():
+    recipe = makefile_recipe("grade-local") or makefile_recipe("grade") or ""
+    command = service_command(load_compose()["services"][GRADER])
+    assert re.search(r"-m grader\b", recipe), "make grade-local no longer runs python -m grader"
+    assert command[:3] == ["python3", "-m", "grader"]
+
+
 def test_compose_variables_are_documented_in_the_env_example():
     raw = COMPOSE_FILE.read_text()
     variables = set(re.findall(r"\$\{(\w+)", raw))
