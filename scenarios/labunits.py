@@ -348,14 +348,19 @@ def trial_queue_prefix(settings):
     return f"{settings.queue}.trial"
 
 
-def stop_at(lab, point):
-    """Start the worker with --pause POINT; the Running worker at `Paused POINT.`, or None."""
+class Missing(Exception):
+    """What a trial run of handler.py showed is missing: one line."""
+
+
+def stop_at(lab, point, hint):
+    """Start the worker with --pause POINT; the Running worker at `Paused POINT.`, or Missing."""
     worker = lab.start("worker.py", "--pause", point)
     try:
         worker.wait_for(f"Paused {point}.", timeout=20)
     except labrun.NeverPrinted:
         worker.stop()
-        return None
+        last = (worker.stderr.strip().splitlines() or [f"it never printed Paused {point}."])[-1]
+        raise Missing(f"missing: {hint} (python3 worker.py --pause {point}: {last})") from None
     return worker
 
 
@@ -371,107 +376,97 @@ def ready_soon(lab, more_than=0, timeout=1.5):
         time.sleep(0.05)
 
 
-def worker_failed(result):
-    """A line for a worker run that did not end well, or None."""
-    if result.returncode == 0:
-        return None
-    last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-    return (f"missing: a handler.py that runs without errors (python3 worker.py exited with"
-            f" status {result.returncode}: {last})")
+def run_worker(lab, *args):
+    """Run the worker to the end; Missing (with its last error line) unless it exits 0."""
+    result = lab.run("worker.py", *args)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise Missing(f"missing: a handler.py that runs without errors (python3 worker.py"
+                      f" {' '.join(args)}".rstrip() + f" exited with status {result.returncode}: {last})")
+    return result
 
 
-def trial_ack_after_commit(handler, settings):
+def expect_redelivery(result, registration_id):
+    if f"Received {registration_id} redelivered=True" not in result.stdout.splitlines():
+        raise Missing("missing: the redelivery of the interrupted registration"
+                      f" (python3 worker.py printed {result.stdout.strip()!r})")
+
+
+LOST_BEFORE_WRITE = ("missing: a handler.py that acknowledges after the commit (interrupted at"
+                     " before-write, the registration was lost: RabbitMQ had nothing to deliver again)")
+NO_AFTER_COMMIT = "a handler.py with checkpoint(pause, 'after-commit') between 'with db:' and the ack"
+
+
+def trial_ack_after_commit(lab):
     """Unit 2: interrupted before the write, the job comes back; at the commit, it is not yet acked."""
-    with labrun.ThrowawayLab(handler, settings.amqp_url, trial_queue_prefix(settings)) as lab:
-        first = lab.register("Retry guest")
-        worker = stop_at(lab, "before-write")
-        if worker is None:
-            return ["missing: a handler.py with checkpoint(pause, 'before-write') before the write"
-                    " (python3 worker.py --pause before-write never paused)"]
-        worker.interrupt()
-        if not ready_soon(lab):
-            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
-                    " before-write, the registration was lost: RabbitMQ had nothing to deliver again)"]
-        rerun = lab.run("worker.py")
-        if rerun.stdout.startswith("No ready registrations"):
-            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
-                    " before-write, the registration was lost: RabbitMQ had nothing to deliver again)"]
-        failed = worker_failed(rerun)
-        if failed:
-            return [failed]
-        if f"Received {first} redelivered=True" not in rerun.stdout.splitlines():
-            return [f"missing: the redelivery of the interrupted registration (got: {rerun.stdout.strip()!r})"]
-        if len(lab.tickets(first)) != 1:
-            return [f"missing: one ticket after the redelivery (got {len(lab.tickets(first))})"]
+    first = lab.register("Retry guest")
+    worker = stop_at(lab, "before-write", "a handler.py with checkpoint(pause, 'before-write')"
+                                          " before the write")
+    worker.interrupt()
+    if not ready_soon(lab):
+        raise Missing(LOST_BEFORE_WRITE)
+    rerun = run_worker(lab)
+    expect_redelivery(rerun, first)
+    if len(lab.tickets(first)) != 1:
+        raise Missing(f"missing: one ticket after the redelivery (there are {len(lab.tickets(first))})")
 
-        second = lab.register("Retry guest")
-        worker = stop_at(lab, "after-commit")
-        if worker is None:
-            return ["missing: a handler.py with checkpoint(pause, 'after-commit') after 'with db:'"
-                    " and before the ack (python3 worker.py --pause after-commit never paused)"]
-        at_pause, waiting = lab.tickets(second), lab.ready()
-        worker.interrupt()
-        if len(at_pause) != 1:
-            return ["missing: a handler.py that commits the ticket before checkpoint(pause,"
-                    f" 'after-commit') ({len(at_pause)} tickets there)"]
-        if not ready_soon(lab, more_than=waiting):
-            return ["missing: a handler.py that acknowledges after the commit (at after-commit the"
-                    " delivery was already acknowledged)"]
-    return []
+    second = lab.register("Retry guest")
+    worker = stop_at(lab, "after-commit", NO_AFTER_COMMIT)
+    at_pause, waiting = lab.tickets(second), lab.ready()
+    worker.interrupt()
+    if len(at_pause) != 1:
+        raise Missing("missing: a handler.py that commits the ticket before checkpoint(pause,"
+                      f" 'after-commit') ({len(at_pause)} tickets there)")
+    if not ready_soon(lab, more_than=waiting):
+        raise Missing("missing: a handler.py that acknowledges after the commit (at after-commit"
+                      " the delivery was already acknowledged)")
 
 
-def trial_idempotent(handler, settings):
+def trial_idempotent(lab):
     """Unit 3: a redelivery after the commit adds no ticket; two Same name guests get two tickets."""
+    first = lab.register("Same name")
+    second = lab.register("Same name")
+
+    worker = stop_at(lab, "after-commit", NO_AFTER_COMMIT)
+    at_pause, waiting = lab.tickets(first), lab.ready()
+    worker.interrupt()
+    if len(at_pause) != 1:
+        raise Missing("missing: a handler.py that commits one ticket before checkpoint(pause,"
+                      f" 'after-commit') ({len(at_pause)} tickets there)")
+    if not ready_soon(lab, more_than=waiting):
+        raise Missing("missing: a handler.py that acknowledges after the commit (interrupted at"
+                      " after-commit, the delivery did not come back)")
+    rerun = run_worker(lab)
+    expect_redelivery(rerun, first)
+    if len(lab.tickets(first)) != 1:
+        raise Missing("missing: an idempotent handler.py (interrupted after the commit, the"
+                      " redelivery made a second ticket for the same registration)")
+
+    worker = stop_at(lab, "inside-transaction", "a handler.py with checkpoint(pause,"
+                                                " 'inside-transaction') between its two writes")
+    worker.interrupt()
+    if lab.tickets(second) or lab.completed(second):
+        raise Missing("missing: a handler.py whose two writes share one 'with db:' (interrupted"
+                      " inside the transaction, a ticket or completion record was kept)")
+    run_worker(lab, "--drain")
+    if len(lab.tickets(second)) != 1:
+        raise Missing("missing: a ticket for each of two registrations named Same name (the"
+                      f" second has {len(lab.tickets(second))})")
+
+    lab.retry(first)
+    run_worker(lab, "--drain")
+    if len(lab.tickets(first)) != 1 or lab.ready():
+        raise Missing("missing: an idempotent handler.py (an explicit duplicate delivery of a"
+                      " finished registration added a ticket)")
+
+
+def try_handler(trial, handler, settings):
+    """Run a trial in a throwaway lab (own database and queue on the live broker); its lines."""
     with labrun.ThrowawayLab(handler, settings.amqp_url, trial_queue_prefix(settings)) as lab:
-        first = lab.register("Same name")
-        second = lab.register("Same name")
-
-        worker = stop_at(lab, "after-commit")
-        if worker is None:
-            return ["missing: a handler.py with checkpoint(pause, 'after-commit') after 'with db:'"
-                    " and before the ack (python3 worker.py --pause after-commit never paused)"]
-        at_pause, waiting = lab.tickets(first), lab.ready()
-        worker.interrupt()
-        if len(at_pause) != 1:
-            return ["missing: a handler.py that commits one ticket before checkpoint(pause,"
-                    f" 'after-commit') ({len(at_pause)} tickets there)"]
-        if not ready_soon(lab, more_than=waiting):
-            return ["missing: a handler.py that acknowledges after the commit (interrupted at"
-                    " after-commit, the delivery did not come back)"]
-        rerun = lab.run("worker.py")
-        failed = worker_failed(rerun)
-        if failed:
-            return [failed]
-        if f"Received {first} redelivered=True" not in rerun.stdout.splitlines():
-            return [f"missing: the redelivery of the interrupted registration (got: {rerun.stdout.strip()!r})"]
-        if len(lab.tickets(first)) != 1:
-            return ["missing: an idempotent handler.py (interrupted after the commit, the redelivery"
-                    " made a second ticket for the same registration)"]
-
-        worker = stop_at(lab, "inside-transaction")
-        if worker is None:
-            return ["missing: a handler.py with checkpoint(pause, 'inside-transaction') between its"
-                    " two writes (python3 worker.py --pause inside-transaction never paused)"]
-        worker.interrupt()
-        if lab.tickets(second) or lab.completed(second):
-            return ["missing: a handler.py whose two writes share one 'with db:' (interrupted inside"
-                    " the transaction, a ticket or completion record was kept)"]
-        drain = lab.run("worker.py", "--drain")
-        failed = worker_failed(drain)
-        if failed:
-            return [failed]
-        if len(lab.tickets(second)) != 1:
-            return ["missing: a ticket for each of two registrations named Same name (the second"
-                    f" got {len(lab.tickets(second))})"]
-
-        lab.retry(first)
-        drain = lab.run("worker.py", "--drain")
-        failed = worker_failed(drain)
-        if failed:
-            return [failed]
-        if len(lab.tickets(first)) != 1 or lab.ready():
-            return ["missing: an idempotent handler.py (an explicit duplicate delivery of a"
-                    " finished registration added a ticket)"]
+        try:
+            trial(lab)
+        except Missing as line:
+            return [str(line)]
     return []
 
 
@@ -487,7 +482,7 @@ def check(unit):
             lines.append(f"missing: handler.py in the Workstation folder {handler.parent}"
                          " (./setup puts one there)")
         else:
-            lines += TRIALS[unit.number](handler, settings)
+            lines += try_handler(TRIALS[unit.number], handler, settings)
     lines += live_problems(unit, settings)
     if lines:
         for line in lines:

@@ -246,8 +246,11 @@ def test_unit_starts_on_its_own_and_is_solvable(unit, unit_env):
 def test_grader_passes_the_handler_of_solved_unit3(unit_env):
     unit_env.script(3, "setup")
     assert unit_env.script(3, "solve")[0] == 0
+    # --amqp-url: grade on the test broker instead of starting a private node
+    # (the grader's own tests cover the private node; this keeps the file quick).
     result = subprocess.run([sys.executable, "-m", "grader", "--handler",
-                             str(unit_env.workstation / "handler.py"), "--skip-live", "--json"],
+                             str(unit_env.workstation / "handler.py"), "--skip-live", "--json",
+                             "--amqp-url", DEFAULT_AMQP_URL],
                             env=unit_env.env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     report = json.loads(result.stdout)
     assert report["passed"] is True, report
@@ -320,3 +323,13 @@ def test_the_lab_lists_every_unit_and_companion_lesson():
         assert f"scenarios/{folder}/" in result.stdout
     for n in ("N=1", "N=2", "N=3", "N=cl-13-2", "N=cl-13-3"):
         assert n in result.stdout
+
+
+def test_unit2_check_shows_the_workers_own_error(unit_env):
+    unit_env.script(2, "setup")
+    (unit_env.workstation / "handler.py").write_text("def handle(ch, delivery, job, db, pause)\n    pass\n")
+    status, out = unit_env.script(2, "check")
+    assert status == 1
+    assert out.splitlines()[0] == (
+        "missing: a handler.py with checkpoint(pause, 'before-write') before the write"
+        " (python3 worker.py --pause before-write: SyntaxError: expected ':')")
