@@ -20,6 +20,7 @@ Run from the repository:  python3 scenarios/labunits.py list | setup N | check N
 import os
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -242,7 +243,7 @@ def prepare_database(unit, settings, backups):
             reset_database(db, unit.start_guests)
             removed = [plural(len(current[0]), "registration"), plural(len(current[1]), "ticket"),
                        plural(len(current[2]), "completion record")]
-            say(f"Database {settings.db_path}: reset to the unit's start (removed {removed[0]},"
+            say(f"Database {settings.db_path}: reset to the unit's start (it held {removed[0]},"
                 f" {removed[1]} and {removed[2]})")
             if saved:
                 say(f"  your copy: {saved}")
@@ -740,6 +741,7 @@ def main(action, script_path):
 
 def cli(argv):
     sys.stdout.reconfigure(line_buffering=True)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `make units | head` ends quietly
     if not argv or argv[0] == "list":
         return list_units()
     if argv[0] not in ("setup", "check", "solve") or len(argv) != 2:

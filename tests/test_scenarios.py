@@ -271,7 +271,7 @@ def test_setup_backs_up_the_learners_handler_and_database_and_says_what_it_reset
         "  handler.py: your version is saved as <tmp>/ws/ticket-desk/.backups/handler-<stamp>.py\n"
         "  handler.py: replaced with the unit's starting version"
         " (it acknowledges before writing the ticket)\n"
-        "Database <tmp>/nightjar.db: reset to the unit's start (removed 2 registrations,"
+        "Database <tmp>/nightjar.db: reset to the unit's start (it held 2 registrations,"
         " 1 ticket and 1 completion record)\n"
         "  your copy: <tmp>/ws/ticket-desk/.backups/nightjar-<stamp>.db\n"
         "  R-0001  Mina Patel: ticket 1\n"
