@@ -32,6 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # this checkout's nightjar, even when not installed
 
+try:
+    import pika  # noqa: F401  (the lab's one dependency)
+except ImportError:
+    sys.exit(f"{sys.executable} has no pika: use the lab's Python (make unit N=..., or"
+             f" source {ROOT / '.venv' / 'bin' / 'activate'} first; make venv creates it).")
 from nightjar import broker, db as database, labrun, queueing, registrations  # noqa: E402
 from nightjar.config import Settings  # noqa: E402
 
