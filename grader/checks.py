@@ -452,6 +452,8 @@ def combine(check, outcomes):
 
 
 def _sentence(text):
+    if text.startswith(("handler.py", "worker.py")):
+        return text
     return text[:1].upper() + text[1:]
 
 

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from nightjar import broker
 from nightjar.config import Settings, redact_url
 
 from . import checks, live
@@ -81,6 +82,11 @@ def grade(options, timings=None):
         with timings.measure("broker_start"):
             if options.amqp_url:
                 url = options.amqp_url
+                try:
+                    broker.connect(Settings(url, "", "")).close()
+                except broker.BrokerUnavailable as error:
+                    reason = str(error).split(" Start the lab")[0]
+                    return [], f"cannot reach the grading broker given with --amqp-url. {reason}"
             else:
                 node = PrivateNode(base=scratch).start()
                 url = node.url

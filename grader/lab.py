@@ -289,6 +289,7 @@ class Lab:
                 _kill_group(process)
                 process.wait()
             Processes.remove(process)
+            _kill_group(process)  # anything handler.py started goes with its worker
             for reader in readers:
                 reader.join(timeout=2)
             process.stdin.close()

@@ -2,12 +2,13 @@
 
 The live database is opened read-only (SQLite `mode=ro`: it works on the
 WAL database while the site and worker use it, and cannot write a byte of
-the database or its WAL). The live queue's depth comes from a passive
+the database or its WAL; see read_registrations). The live queue's depth comes from a passive
 queue_declare on the live queue only: nothing is declared, consumed,
 acknowledged or repaired.
 """
 
 import sqlite3
+from pathlib import Path
 
 import pika.exceptions
 
@@ -26,25 +27,55 @@ REPAIR_HINT = ("Fix handler.py first, then python3 desk.py repair ID (preview) a
                " safely\").")
 
 
+def _side_files(db_path):
+    return any(Path(db_path + suffix).exists() for suffix in ("-wal", "-shm"))
+
+
+def read_registrations(db_path):
+    """Every live registration with its tickets, read without writing a byte.
+
+    While the lab runs, the database has its -wal and -shm files: it is read
+    through them with nightjar.db.connect_readonly (mode=ro), which sees every
+    committed row, including those still only in the WAL. When no program
+    has it open there are no such files, and a read-only open would leave an
+    empty -wal and -shm behind (owned by whoever ran the grader); then the
+    fully checkpointed file is read as immutable, and read again through
+    mode=ro should a writer have appeared meanwhile.
+    """
+    if not Path(db_path).is_file():
+        raise FileNotFoundError(f"no database at {db_path}")
+    if not _side_files(db_path):
+        uri = Path(db_path).resolve().as_uri() + "?mode=ro&immutable=1"
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            rows = registrations.all_registrations(db)
+        finally:
+            db.close()
+        if not _side_files(db_path):
+            return rows
+    db = database.connect_readonly(db_path)
+    try:
+        return registrations.all_registrations(db)
+    finally:
+        db.close()
+
+
 def check_tickets(db_path):
     try:
-        db = database.connect_readonly(db_path)
-    except (FileNotFoundError, sqlite3.Error) as error:
+        rows = read_registrations(db_path)
+    except FileNotFoundError as error:
         return Result(TICKETS_NAME, False,
                       f"cannot read the live database at {db_path}: {error}",
                       "Run the lab (make local) and the worker first, or pass --live-db PATH"
                       " (--skip-live grades handler.py alone).")
-    try:
-        rows = registrations.all_registrations(db)
     except sqlite3.Error as error:
         return Result(TICKETS_NAME, False, f"cannot read the live database at {db_path}: {error}",
                       "Pass the lab's database with --live-db PATH.")
-    finally:
-        db.close()
     problems = [r for r in rows if r.problems]
     if not problems:
         return Result(TICKETS_NAME, True,
-                      f"{len(rows)} registrations, each with one ticket carrying its own name")
+                      f"every registration ({len(rows)}) has exactly one ticket carrying its own"
+                      " name")
     listed = "; ".join(f"{r.id} ({r.name}): {', '.join(r.problems)}" for r in problems[:4])
     if len(problems) > 4:
         listed += f"; and {len(problems) - 4} more"

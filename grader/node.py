@@ -125,12 +125,17 @@ class PrivateNode:
         return " / ".join(interesting[-3:])[:500] or "no output"
 
     def stop(self):
-        """Kill the node's process group, wait for it, delete its data. Safe to call twice."""
+        """Kill the node's processes, wait for them, delete its data. Safe to call twice."""
         if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            # The VM's helpers (erl_child_setup and its port programs) start
+            # sessions of their own; they end with the VM, but are killed
+            # explicitly so nothing can outlive the node.
+            helpers = _descendants(self.process.pid)
+            for pid in [self.process.pid, *helpers]:
+                try:
+                    os.killpg(pid, signal.SIGKILL) if pid == self.process.pid else os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -138,3 +143,21 @@ class PrivateNode:
             self.process = None
             self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _descendants(pid):
+    """PIDs of every process below pid, from /proc (empty where /proc is missing)."""
+    children = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -1,0 +1,334 @@
+"""The grader, through real RabbitMQ brokers, real worker processes and real kills.
+
+One private RabbitMQ node serves the whole session (passed with --amqp-url);
+the end-to-end tests at the bottom let the grader start and stop its own.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pika
+import pytest
+
+from grader import live
+from grader.node import PrivateNode
+from labkit import HANDLERS, ROOT
+from nightjar import broker, db as database
+from nightjar.config import Settings
+
+WRONG = ROOT / "tests" / "handlers"
+UNIT2 = 'unit 2 "Acknowledge only completed work"'
+UNIT3 = 'unit 3 "Repeat database results safely"'
+MACHINE_BROKER = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+# name -> (handler file, extra grader options)
+GRADED = {
+    "starting": (HANDLERS["starting"], []),
+    "unit2": (HANDLERS["unit2"], []),
+    "unit3": (HANDLERS["unit3"], []),
+    **{path.stem: (path, ["--timeout", "4"] if path.stem == "endless_loop" else [])
+       for path in sorted(WRONG.glob("*.py"))},
+}
+
+
+@pytest.fixture(scope="session")
+def grading_broker():
+    node = PrivateNode().start()
+    try:
+        node.wait_ready()
+        yield node.url
+    finally:
+        node.stop()
+
+
+def grade(handler, *options, amqp_url=None, env=None, timeout=120):
+    command = [sys.executable, "-m", "grader", "--handler", str(handler), "--json", *options]
+    if amqp_url:
+        command += ["--amqp-url", amqp_url]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                            env=env)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def by_number(report):
+    return {int(check["name"].split(".")[0]): check
+            for check in report["checks"] if check["name"][:1].isdigit()}
+
+
+def failing(report):
+    return {number for number, check in by_number(report).items() if not check["passed"]}
+
+
+@pytest.fixture(scope="module")
+def graded(grading_broker):
+    """Every handler graded once (--skip-live), two gradings at a time."""
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(grade, path, "--skip-live", *options,
+                                     amqp_url=grading_broker)
+                   for name, (path, options) in GRADED.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+# ---- the lab's own handlers --------------------------------------------------------
+
+
+def test_starting_handler_loses_the_delivery_interrupted_before_the_write(graded):
+    status, report = graded["starting"]
+    checks = by_number(report)
+    assert status == 1 and report["passed"] is False
+    assert checks[1]["passed"]
+    assert not checks[2]["passed"]
+    assert checks[2]["reason"].startswith(
+        "R-0002 was lost: it was acknowledged before its ticket was written, so after Ctrl+C at"
+        " checkpoint before-write RabbitMQ had nothing to deliver again; it has no ticket")
+    assert UNIT2 in checks[2]["hint"]
+
+
+def test_unit2_handler_passes_1_2_3_5_and_writes_duplicates_in_4_and_6(graded):
+    status, report = graded["unit2"]
+    checks = by_number(report)
+    assert status == 1
+    assert failing(report) == {4, 6}
+    assert "wrote a second ticket: R-0002 has 2 tickets" in checks[4]["reason"]
+    assert "added a ticket: R-0002 now has 2 tickets" in checks[6]["reason"]
+    assert UNIT3 in checks[4]["hint"] and UNIT3 in checks[6]["hint"]
+    # Unit 2's handler has no inside-transaction checkpoint: the real-effect stop covers check 3.
+    assert "no checkpoint 'inside-transaction'" in checks[3]["reason"]
+    assert "a stop just before the commit" in checks[3]["reason"]
+
+
+def test_unit3_handler_passes_every_check(graded):
+    status, report = graded["unit3"]
+    assert (status, report["passed"], failing(report)) == (0, True, set())
+    assert [check["hint"] for check in report["checks"]] == [""] * 6
+    reason = by_number(report)[4]["reason"]
+    for how in ("Ctrl+C at checkpoint after-commit", "just after the transaction that wrote the"
+                " ticket committed", "just before its basic_ack reached RabbitMQ"):
+        assert how in reason
+
+
+# ---- wrong handlers: each failed by the check that names its fault ------------------------
+
+WRONG_EXPECTED = {
+    # handler: (failing checks, the check naming the fault, words of its reason, lesson)
+    "completed_first": ({3}, 3, "the completion key of R-0002 was already committed without its"
+                        " ticket", UNIT3),
+    "dedupe_by_name": ({5}, 5, "the second registration named 'Same name', got no ticket", UNIT3),
+    "skip_redelivered": ({2, 3, 6}, 2, "the redelivery of R-0002 (redelivered=True) was"
+                         " acknowledged without writing a ticket", UNIT3),
+    "ack_inside_transaction": ({3, 4}, 3, "it was acknowledged before the transaction writing"
+                               " its ticket committed, so after a stop just before the commit",
+                               UNIT2),
+    "swallow_errors": ({3}, 3, "database refused the write (database is locked), yet"
+                       " handler.py acknowledged R-0002", UNIT2),
+    "never_acks": ({1, 2, 3, 4, 5, 6}, 1, "handler.py returned without acknowledging the"
+                   " delivery", UNIT2),
+    "syntax_error": ({1, 2, 3, 4, 5, 6}, 1, "handler.py could not be loaded: IndentationError",
+                     UNIT3),
+    "endless_loop": ({1, 2, 3, 4, 5, 6}, 1, "the worker did not finish within 4 s", UNIT3),
+    "acks_twice": ({1, 2, 3, 4, 5, 6}, 1, "handler.py acknowledged the delivery twice", UNIT2),
+}
+
+
+def test_every_wrong_handler_has_an_expectation():
+    assert set(WRONG_EXPECTED) == {path.stem for path in WRONG.glob("*.py")}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_EXPECTED))
+def test_wrong_handler_is_failed_by_the_check_naming_its_fault(graded, name):
+    failing_checks, number, words, lesson = WRONG_EXPECTED[name]
+    status, report = graded[name]
+    check = by_number(report)[number]
+    assert status == 1 and report["passed"] is False
+    assert failing(report) == failing_checks, report
+    assert words in check["reason"], check
+    assert lesson in check["hint"]
+
+
+def test_json_shape(graded):
+    _, report = graded["unit2"]
+    assert set(report) == {"passed", "checks"}
+    assert isinstance(report["passed"], bool)
+    assert len(report["checks"]) == 6
+    for check in report["checks"]:
+        assert set(check) == {"name", "passed", "reason", "hint"}
+        assert isinstance(check["passed"], bool)
+        assert all(isinstance(check[key], str) for key in ("name", "reason", "hint"))
+        assert check["reason"] and "\n" not in check["reason"]
+        assert bool(check["hint"]) is (not check["passed"])
+
+
+# ---- the live results: read, never changed ---------------------------------------------
+
+
+def _files(db_path):
+    """sha256 of the database and of its WAL (the bytes that hold its content)."""
+    return {suffix: hashlib.sha256(Path(db_path + suffix).read_bytes()).hexdigest()
+            for suffix in ("", "-wal") if Path(db_path + suffix).exists()}
+
+
+def _live_queue_with_one_message(queue):
+    settings = Settings(MACHINE_BROKER, "unused", queue)
+    connection = broker.connect(settings)
+    channel = broker.open_channel(connection, settings)
+    broker.publish_job(channel, settings, "R-0004", "Waiting guest")
+    connection.close()
+    return settings
+
+
+def _drop_queue(settings):
+    connection = broker.connect(settings)
+    channel = connection.channel()
+    channel.queue_delete(settings.queue)
+    channel.queue_delete(settings.dead_letter_queue)
+    connection.close()
+
+
+def test_live_results_are_read_without_changing_the_database_or_the_queue(grading_broker, tmp_path):
+    db_path = str(tmp_path / "live" / "nightjar.db")
+    writer = database.connect(db_path)  # stays open: the newest rows live in the WAL only
+    with writer:
+        writer.execute("INSERT INTO registrations (id, name, queued_at) VALUES"
+                       " ('R-0002', 'Normal guest', 'now'), ('R-0003', 'Retry guest', 'now'),"
+                       " ('R-0004', 'Waiting guest', 'now')")
+        writer.execute("INSERT INTO tickets (registration_id, name) VALUES ('R-0002', 'Normal"
+                       " guest'), ('R-0003', 'Retry guest'), ('R-0003', 'Retry guest')")
+    assert Path(db_path + "-wal").stat().st_size > 0
+    before = _files(db_path)
+    queue = f"test.live.{uuid.uuid4().hex[:10]}"
+    settings = _live_queue_with_one_message(queue)
+    try:
+        env = dict(os.environ, NIGHTJAR_AMQP_URL=MACHINE_BROKER, NIGHTJAR_QUEUE=queue)
+        status, report = grade(HANDLERS["unit3"], "--live-db", db_path, amqp_url=grading_broker,
+                               env=env)
+        assert _files(db_path) == before
+        connection = broker.connect(settings)
+        channel = connection.channel()
+        assert broker.ready_count(channel, queue) == 1
+        delivery, _, body = channel.basic_get(queue)
+        # Never delivered before: the grader neither consumed nor requeued it.
+        assert delivery.redelivered is False and b"R-0004" in body
+        channel.basic_nack(delivery.delivery_tag, requeue=True)
+        connection.close()
+    finally:
+        _drop_queue(settings)
+        writer.close()
+
+    assert status == 1 and report["passed"] is False
+    assert all(check["passed"] for check in by_number(report).values())
+    live_checks = {check["name"]: check for check in report["checks"]}
+    tickets = live_checks[live.TICKETS_NAME]
+    assert not tickets["passed"]
+    assert "R-0003 (Retry guest): duplicate tickets (2)" in tickets["reason"]
+    assert "R-0004 (Waiting guest): waiting for its ticket" in tickets["reason"]
+    assert "desk.py repair" in tickets["hint"]
+    waiting = live_checks[live.QUEUE_NAME]
+    assert not waiting["passed"] and f"1 registration(s) wait in queue {queue}" in waiting["reason"]
+
+
+def test_live_results_pass_when_every_registration_has_its_ticket(tmp_path):
+    db_path = str(tmp_path / "nightjar.db")
+    database.connect(db_path).close()  # closed: no WAL file left, the read-only open must cope
+    before = _files(db_path)
+    queue = f"test.live.{uuid.uuid4().hex[:10]}"
+    settings = Settings(MACHINE_BROKER, db_path, queue)
+    connection = broker.connect(settings)
+    broker.declare_queues(connection.channel(), settings)
+    connection.close()
+    try:
+        tickets, waiting = live.check(settings)
+    finally:
+        _drop_queue(settings)
+    assert (tickets.passed, waiting.passed) == (True, True), (tickets, waiting)
+    assert tickets.reason == "every registration (1) has exactly one ticket carrying its own name"
+    assert _files(db_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nightjar.db"]  # no side files left
+    # A live queue that does not exist holds nothing: it is not created by looking.
+    missing = live.check_queue(Settings(MACHINE_BROKER, db_path, f"test.absent.{uuid.uuid4().hex}"))
+    assert missing.passed and "does not exist" in missing.reason
+
+
+def test_missing_live_database_is_a_clear_failure(tmp_path):
+    result = live.check_tickets(str(tmp_path / "nowhere.db"))
+    assert not result.passed and "cannot read the live database" in result.reason
+    assert not (tmp_path / "nowhere.db").exists()
+
+
+# ---- end to end: the grader's own broker ------------------------------------------------
+
+
+def _processes_mentioning(*texts):
+    """PIDs of live (non-zombie) processes whose command line contains every text."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if not all(text.encode() in cmdline for text in texts):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+        except OSError:
+            continue
+        found.append(int(entry.name))
+    return found
+
+
+def test_end_to_end_with_its_own_broker(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "--handler", str(HANDLERS["unit3"]), "--skip-live"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "(a private RabbitMQ node, throwaway databases; live results skipped)" in lines
+    assert sum(line.startswith("PASS  ") for line in lines) == 6
+    assert lines[-1] == "All 6 checks passed."
+    assert elapsed < 60
+    # The node and every temporary file are gone.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "grader", "--handler", str(WRONG / "endless_loop.py"),
+         "--skip-live"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    scratch = f"{tmp_path}/nightjar-grader-"
+    try:
+        deadline = time.monotonic() + 90
+        # Wait until workers spin in the endless loop (so the node is up as well).
+        while not _processes_mentioning(scratch, "grader.effects"):
+            assert grader.poll() is None and time.monotonic() < deadline, grader.stderr.read()
+            time.sleep(0.1)
+        assert _processes_mentioning(scratch, "beam")  # the private node
+        grader.send_signal(signal.SIGINT)
+        _, err = grader.communicate(timeout=30)
+    finally:
+        if grader.poll() is None:
+            os.killpg(grader.pid, signal.SIGKILL)
+    assert grader.returncode == 130
+    assert "Grading interrupted" in err
+    time.sleep(0.2)
+    assert _processes_mentioning(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_handler_is_reported_not_crashed(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "--handler", str(tmp_path / "handler.py"), "--skip-live",
+         "--json"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    report = json.loads(result.stdout)
+    assert report["passed"] is False and "no handler.py at" in report["error"]
