@@ -65,16 +65,16 @@ def check_tickets(db_path):
         rows = read_registrations(db_path)
     except FileNotFoundError as error:
         return Result(TICKETS_NAME, False,
-                      f"cannot read the live database at {db_path}: {error}",
+                      f"Cannot read the live database at {db_path}: {error}",
                       "Run the lab (make local) and the worker first, or pass --live-db PATH"
                       " (--skip-live grades handler.py alone).")
     except sqlite3.Error as error:
-        return Result(TICKETS_NAME, False, f"cannot read the live database at {db_path}: {error}",
+        return Result(TICKETS_NAME, False, f"Cannot read the live database at {db_path}: {error}",
                       "Pass the lab's database with --live-db PATH.")
     problems = [r for r in rows if r.problems]
     if not problems:
         return Result(TICKETS_NAME, True,
-                      f"every registration ({len(rows)}) has exactly one ticket carrying its own"
+                      f"Every registration ({len(rows)}) has exactly one ticket carrying its own"
                       " name")
     listed = "; ".join(f"{r.id} ({r.name}): {', '.join(r.problems)}" for r in problems[:4])
     if len(problems) > 4:
@@ -89,7 +89,7 @@ def check_queue(settings):
     try:
         connection = broker.connect(settings)
     except broker.BrokerUnavailable as error:
-        return Result(QUEUE_NAME, False, f"cannot read the live queue: {error}",
+        return Result(QUEUE_NAME, False, f"Cannot read the live queue: {error}",
                       "Start the lab (make local) so its RabbitMQ answers, or use --skip-live.")
     try:
         channel = connection.channel()
@@ -98,11 +98,11 @@ def check_queue(settings):
         except pika.exceptions.ChannelClosedByBroker as error:
             if error.reply_code == 404:
                 return Result(QUEUE_NAME, True,
-                              f"queue {settings.queue} does not exist on"
+                              f"Queue {settings.queue} does not exist on"
                               f" {redact_url(settings.amqp_url)}: nothing is waiting")
             raise
     except pika.exceptions.AMQPError as error:
-        return Result(QUEUE_NAME, False, f"cannot read the live queue {settings.queue}: {error!r}",
+        return Result(QUEUE_NAME, False, f"Cannot read the live queue {settings.queue}: {error!r}",
                       "Check NIGHTJAR_AMQP_URL and NIGHTJAR_QUEUE, or use --skip-live.")
     finally:
         if connection.is_open:
@@ -110,7 +110,7 @@ def check_queue(settings):
     if ready:
         return Result(QUEUE_NAME, False,
                       f"{ready} registration(s) wait in queue {settings.queue}", WORKER_HINT)
-    return Result(QUEUE_NAME, True, f"queue {settings.queue} has no ready messages")
+    return Result(QUEUE_NAME, True, f"Queue {settings.queue} has no ready messages")
 
 
 def check(settings):

@@ -34,7 +34,7 @@ GRADED = {
     "starting": (HANDLERS["starting"], []),
     "unit2": (HANDLERS["unit2"], []),
     "unit3": (HANDLERS["unit3"], []),
-    **{path.stem: (path, ["--timeout", "4"] if path.stem == "endless_loop" else [])
+    **{path.stem: (path, ["--timeout", "2"] if path.stem == "endless_loop" else [])
        for path in sorted(WRONG.glob("*.py"))},
 }
 
@@ -134,7 +134,7 @@ WRONG_EXPECTED = {
                    " delivery", UNIT2),
     "syntax_error": ({1, 2, 3, 4, 5, 6}, 1, "handler.py could not be loaded: IndentationError",
                      UNIT3),
-    "endless_loop": ({1, 2, 3, 4, 5, 6}, 1, "the worker did not finish within 4 s", UNIT3),
+    "endless_loop": ({1, 2, 3, 4, 5, 6}, 1, "the worker did not finish within 2 s", UNIT3),
     "acks_twice": ({1, 2, 3, 4, 5, 6}, 1, "handler.py acknowledged the delivery twice", UNIT2),
 }
 
@@ -249,7 +249,7 @@ def test_live_results_pass_when_every_registration_has_its_ticket(tmp_path):
     finally:
         _drop_queue(settings)
     assert (tickets.passed, waiting.passed) == (True, True), (tickets, waiting)
-    assert tickets.reason == "every registration (1) has exactly one ticket carrying its own name"
+    assert tickets.reason == "Every registration (1) has exactly one ticket carrying its own name"
     assert _files(db_path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nightjar.db"]  # no side files left
     # A live queue that does not exist holds nothing: it is not created by looking.
@@ -259,7 +259,7 @@ def test_live_results_pass_when_every_registration_has_its_ticket(tmp_path):
 
 def test_missing_live_database_is_a_clear_failure(tmp_path):
     result = live.check_tickets(str(tmp_path / "nowhere.db"))
-    assert not result.passed and "cannot read the live database" in result.reason
+    assert not result.passed and "Cannot read the live database" in result.reason
     assert not (tmp_path / "nowhere.db").exists()
 
 
