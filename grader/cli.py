@@ -88,7 +88,7 @@ def grade(options, timings=None):
                     reason = str(error).split(" Start the lab")[0]
                     return [], f"cannot reach the grading broker given with --amqp-url. {reason}"
             else:
-                node = PrivateNode(base=scratch).start()
+                node = PrivateNode(base=scratch, remove_if_orphaned=scratch).start()
                 url = node.url
         # While the node boots: the Workstation copy and the live results.
         workstation = Workstation(scratch / "workstation", handler)

@@ -1,6 +1,6 @@
 """Run the Workstation's worker.py, watching (and optionally stopping at) its real effects.
 
-    python -m grader.effects --events FILE [--stop EFFECT] [--db-timeout S] -- worker.py [ARGS]
+    python -m grader.effects [--parent PID] --events FILE [--stop EFFECT] [--db-timeout S] -- worker.py [ARGS]
 
 Started by the grader with the Workstation folder as its working directory.
 The worker, common.py and the learner's handler.py run exactly as with
@@ -21,6 +21,7 @@ first time it reaches that effect: a real crash at that exact point, whatever
 checkpoint() calls handler.py has (or lacks).
 
 Effects: before-write, before-commit, after-commit, before-ack.
+With --parent, the process dies with the grader should the grader be killed.
 """
 
 import argparse
@@ -208,8 +209,22 @@ def install(recorder, db_timeout=None):
     workstation.TrackedChannel = ArmingChannel
 
 
+def die_with_parent(parent):
+    """Linux: be killed if the grader dies without stopping this worker (e.g. SIGKILL)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m grader.effects")
+    parser.add_argument("--parent", type=int)
     parser.add_argument("--events", required=True)
     parser.add_argument("--stop", choices=EFFECTS)
     parser.add_argument("--db-timeout", type=float)
@@ -217,6 +232,8 @@ def main(argv=None):
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
 
+    if options.parent:
+        die_with_parent(options.parent)
     install(Recorder(options.events, options.stop), options.db_timeout)
     folder = os.path.dirname(os.path.abspath(options.worker))
     if sys.path[0] != folder:

@@ -239,7 +239,8 @@ class Lab:
         """
         self._runs += 1
         events_path = self.dir / f"events-{self._runs}"
-        command = [sys.executable, "-m", "grader.effects", "--events", str(events_path)]
+        command = [sys.executable, "-m", "grader.effects", "--parent", str(os.getpid()),
+                   "--events", str(events_path)]
         if stop:
             command += ["--stop", stop]
         if db_timeout is not None:

@@ -26,6 +26,11 @@ SERVER_CANDIDATES = (
 )
 
 
+# $1 the grader's PID, $2 the node's process group, $3 the directory to delete.
+WATCHDOG = ('while kill -0 "$1" 2>/dev/null; do sleep 0.5; done;'
+            ' kill -KILL -"$2" 2>/dev/null; sleep 0.5; rm -rf "$3"')
+
+
 class NodeError(Exception):
     """The private node could not be started; the text says why."""
 
@@ -50,11 +55,13 @@ def free_port():
 class PrivateNode:
     """start() returns at once; wait_ready() blocks until AMQP answers; stop() kills and removes it."""
 
-    def __init__(self, base=None):
+    def __init__(self, base=None, remove_if_orphaned=None):
         self.dir = Path(tempfile.mkdtemp(prefix="nightjar-grader-node-", dir=base))
         self.name = f"nightjar-grader-{os.getpid()}-{uuid.uuid4().hex[:6]}@localhost"
         self.process = None
+        self.watchdog = None
         self.port = None
+        self._remove_if_orphaned = Path(remove_if_orphaned or self.dir)
 
     @property
     def url(self):
@@ -96,6 +103,13 @@ class PrivateNode:
         self.process = subprocess.Popen(
             [server], env=env, cwd=d, stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=subprocess.STDOUT, start_new_session=True)
+        # Should this process die without cleaning up (SIGKILL), the watchdog
+        # kills the node and deletes its files within a second.
+        self.watchdog = subprocess.Popen(
+            ["/bin/sh", "-c", WATCHDOG, "watchdog", str(os.getpid()), str(self.process.pid),
+             str(self._remove_if_orphaned)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
         return self
 
     def wait_ready(self, timeout=60):
@@ -126,6 +140,10 @@ class PrivateNode:
 
     def stop(self):
         """Kill the node's processes, wait for them, delete its data. Safe to call twice."""
+        if self.watchdog is not None:
+            self.watchdog.kill()
+            self.watchdog.wait()
+            self.watchdog = None
         if self.process is not None:
             # The VM's helpers (erl_child_setup and its port programs) start
             # sessions of their own; they end with the VM, but are killed

@@ -325,6 +325,26 @@ def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_killed_grader_leaves_no_broker_workers_or_files(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "grader", "--handler", str(WRONG / "endless_loop.py"),
+         "--skip-live"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    scratch = f"{tmp_path}/nightjar-grader-"
+    deadline = time.monotonic() + 90
+    while not _processes_mentioning(scratch, "grader.effects"):
+        assert grader.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    grader.kill()  # SIGKILL: no finally block runs in the grader
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(tmp_path)) or list(tmp_path.iterdir()):
+        assert time.monotonic() < deadline, (_processes_mentioning(str(tmp_path)),
+                                             list(tmp_path.iterdir()))
+        time.sleep(0.1)
+
+
 def test_missing_handler_is_reported_not_crashed(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "grader", "--handler", str(tmp_path / "handler.py"), "--skip-live",
