@@ -35,7 +35,7 @@ import sys
 EFFECTS = ("before-write", "before-commit", "after-commit", "before-ack")
 
 # Leading comments, then the statement's first keyword.
-_LEADING = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
+_LEADING = r"\A(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
 _WRITE = re.compile(_LEADING + r"(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE | re.DOTALL)
 _COMMIT = re.compile(_LEADING + r"(COMMIT|END)\b", re.IGNORECASE | re.DOTALL)
 _TABLE = re.compile(r"\b(?:INTO|UPDATE(?:\s+OR\s+\w+)?|FROM)\s+[\"'`\[]?(\w+)", re.IGNORECASE)
@@ -57,6 +57,7 @@ class Recorder:
         self.event(f"{effect} {detail}".rstrip())
         if effect == self.stop:
             self.event(f"stop {effect}")
+            os.write(2, f"Stopped by the grader: {effect}.\n".encode())
             os.kill(os.getpid(), signal.SIGKILL)
 
 
