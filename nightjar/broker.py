@@ -98,6 +98,18 @@ def ready_count(channel, queue):
     return channel.queue_declare(queue, passive=True).method.message_count
 
 
+def queue_depths(settings):
+    """(ready, dead-lettered) messages of the lab's queues, read without consuming."""
+    connection = connect(settings)
+    try:
+        channel = connection.channel()
+        declare_queues(channel, settings)
+        return (ready_count(channel, settings.queue),
+                ready_count(channel, settings.dead_letter_queue))
+    finally:
+        connection.close()
+
+
 def unacknowledged_count(settings, management_port=15672):
     """Unacknowledged deliveries from the management API, or None when it does not answer."""
     # Imported here: only desk.py status needs them, and they would slow

@@ -86,17 +86,10 @@ def cmd_status(db, settings):
     problems = sum(1 for r in rows if r.problems)
     print(f"{problems} with problems" if problems else "No problems")
     try:
-        connection = broker.connect(settings)
+        ready, dead = broker.queue_depths(settings)
     except broker.BrokerUnavailable as error:
         print(f"Queue {settings.queue}: unknown. {error}")
         return 1
-    try:
-        channel = connection.channel()
-        broker.declare_queues(channel, settings)
-        ready = broker.ready_count(channel, settings.queue)
-        dead = broker.ready_count(channel, settings.dead_letter_queue)
-    finally:
-        connection.close()
     unacked = broker.unacknowledged_count(settings)
     unacked_text = "unacknowledged unknown" if unacked is None else f"{unacked} unacknowledged"
     print(f"Queue {settings.queue}: {ready} ready, {unacked_text}, {dead} dead-lettered"

@@ -214,13 +214,7 @@ class ThrowawayLab:
 
     def ready(self):
         """Ready messages in the lab's queue, read without consuming."""
-        connection = broker.connect(self.settings)
-        try:
-            channel = connection.channel()
-            broker.declare_queues(channel, self.settings)
-            return broker.ready_count(channel, self.settings.queue)
-        finally:
-            connection.close()
+        return broker.queue_depths(self.settings)[0]
 
     def cleanup(self):
         try:

@@ -327,14 +327,7 @@ def live_problems(unit, settings):
     for r in rows:
         if r.problems and r.id != "R-0001":
             lines.append(f"problem: {r.id} ({r.name}) {'; '.join(r.problems)}")
-    connection = broker.connect(settings)
-    try:
-        channel = connection.channel()
-        broker.declare_queues(channel, settings)
-        ready = broker.ready_count(channel, settings.queue)
-        dead = broker.ready_count(channel, settings.dead_letter_queue)
-    finally:
-        connection.close()
+    ready, dead = broker.queue_depths(settings)
     if ready:
         lines.append(f"missing: an empty queue ({plural(ready, 'message')} still waiting in"
                      f" {settings.queue}: python3 worker.py --drain)")
@@ -598,11 +591,7 @@ class Desk:
             raise Stop(f"the interrupted worker exited with {status}, not 130")
 
     def ready(self):
-        connection = broker.connect(self.settings)
-        try:
-            return broker.ready_count(connection.channel(), self.settings.queue)
-        finally:
-            connection.close()
+        return broker.queue_depths(self.settings)[0]
 
     def replace_handler(self, solution):
         """cat > handler.py <<'PYTHON' ... PYTHON, with the solution's text."""

@@ -79,14 +79,7 @@ class Lab:
 
     def depth(self):
         """(ready, dead-lettered) messages, read without consuming."""
-        connection = broker.connect(self.settings)
-        try:
-            channel = connection.channel()
-            broker.declare_queues(channel, self.settings)
-            return (broker.ready_count(channel, self.queue),
-                    broker.ready_count(channel, self.settings.dead_letter_queue))
-        finally:
-            connection.close()
+        return broker.queue_depths(self.settings)
 
     def publish_raw(self, body):
         import pika
