@@ -13,7 +13,6 @@ Uses its own queues and temporary databases; removes them afterwards.
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time

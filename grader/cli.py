@@ -3,7 +3,6 @@
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import sys

@@ -8,7 +8,6 @@ acknowledged or repaired.
 """
 
 import sqlite3
-from pathlib import Path
 
 import pika.exceptions
 
@@ -27,37 +26,9 @@ REPAIR_HINT = ("Fix handler.py first, then python3 desk.py repair ID (preview) a
                " safely\").")
 
 
-def _side_files(db_path):
-    return any(Path(db_path + suffix).exists() for suffix in ("-wal", "-shm"))
-
-
 def read_registrations(db_path):
-    """Every live registration with its tickets, read without writing a byte.
-
-    While the lab runs, the database has its -wal and -shm files: it is read
-    through them with nightjar.db.connect_readonly (mode=ro), which sees every
-    committed row, including those still only in the WAL. When no program
-    has it open there are no such files, and a read-only open would leave an
-    empty -wal and -shm behind (owned by whoever ran the grader); then the
-    fully checkpointed file is read as immutable, and read again through
-    mode=ro should a writer have appeared meanwhile.
-    """
-    if not Path(db_path).is_file():
-        raise FileNotFoundError(f"no database at {db_path}")
-    if not _side_files(db_path):
-        uri = Path(db_path).resolve().as_uri() + "?mode=ro&immutable=1"
-        db = sqlite3.connect(uri, uri=True)
-        try:
-            rows = registrations.all_registrations(db)
-        finally:
-            db.close()
-        if not _side_files(db_path):
-            return rows
-    db = database.connect_readonly(db_path)
-    try:
-        return registrations.all_registrations(db)
-    finally:
-        db.close()
+    """Every live registration with its tickets, read without writing a byte."""
+    return database.read_without_writing(db_path, registrations.all_registrations)
 
 
 def check_tickets(db_path):

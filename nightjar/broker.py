@@ -1,7 +1,5 @@
 """RabbitMQ: connecting, the queue topology, publishing jobs, queue depth."""
 
-import urllib.parse
-
 import pika
 import pika.exceptions
 
@@ -117,6 +115,7 @@ def unacknowledged_count(settings, management_port=15672):
     import base64
     import json
     import urllib.error
+    import urllib.parse
     import urllib.request
 
     parts = urllib.parse.urlsplit(settings.amqp_url)

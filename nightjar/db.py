@@ -66,6 +66,37 @@ def connect_readonly(path):
     return sqlite3.connect(uri, uri=True, timeout=30)
 
 
+def read_without_writing(path, read):
+    """read(connection) on the database, leaving every byte and file as it was.
+
+    While a program has the database open, it has -wal and -shm files and
+    mode=ro reads through them, seeing rows still only in the WAL. When none
+    has it open, a mode=ro open would leave an empty -wal and -shm behind
+    (and fails on a read-only mount); then the fully checkpointed file is
+    read as immutable, and read again through mode=ro should a writer have
+    appeared meanwhile.
+    """
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no database at {path}")
+    if not _side_files(path):
+        db = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+        try:
+            result = read(db)
+        finally:
+            db.close()
+        if not _side_files(path):
+            return result
+    db = connect_readonly(path)
+    try:
+        return read(db)
+    finally:
+        db.close()
+
+
+def _side_files(path):
+    return any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
+
+
 def _create(db):
     # BEGIN IMMEDIATE takes the write lock first, so two programs starting at
     # once cannot both create the schema; the second sees the version and stops.

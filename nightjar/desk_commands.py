@@ -4,8 +4,6 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-import pika.exceptions
-
 from . import broker, db as database, queueing, registrations
 from .config import Settings, redact_url
 

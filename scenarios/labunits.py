@@ -304,11 +304,7 @@ def live_problems(unit, settings):
     path = Path(settings.db_path)
     if not path.is_file():
         return [f"missing: the live database at {path} (./setup creates it)"]
-    db = database.connect_readonly(path)
-    try:
-        rows = registrations.all_registrations(db)
-    finally:
-        db.close()
+    rows = database.read_without_writing(path, registrations.all_registrations)
     lines = []
     first = next((r for r in rows if r.id == "R-0001"), None)
     if (first is None or first.name != FIRST_GUEST or len(first.tickets) != 1

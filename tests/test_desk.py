@@ -1,7 +1,5 @@
 """desk.py on real rows: status, register, retry, and the local repair of duplicate tickets."""
 
-import os
-
 
 def db_rows(lab):
     db = lab.db()
@@ -25,7 +23,7 @@ def make_duplicates(lab):
 
 def test_status_shows_tickets_problems_and_queue(lab):
     normal, other = make_duplicates(lab)
-    waiting = lab.register("Waiting guest")
+    lab.register("Waiting guest")
     result = lab.run("desk.py", "status")
     assert result.returncode == 0, result.stderr
     q, dlq = lab.queue, lab.settings.dead_letter_queue
