@@ -9,7 +9,6 @@ nothing on it is worth the seconds a clean stop takes.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,11 +18,7 @@ from pathlib import Path
 import pika
 import pika.exceptions
 
-SERVER_CANDIDATES = (
-    "/usr/lib/rabbitmq/bin/rabbitmq-server",  # Debian: the real script (the /usr/sbin wrapper switches user)
-    "/usr/local/lib/rabbitmq/sbin/rabbitmq-server",
-    "/opt/rabbitmq/sbin/rabbitmq-server",
-)
+from nightjar.rabbitnode import find_tool, free_port, node_environment
 
 
 # $1 the grader's PID, $2 the node's process group, $3 the directory to delete.
@@ -33,23 +28,6 @@ WATCHDOG = ('while kill -0 "$1" 2>/dev/null; do sleep 0.5; done;'
 
 class NodeError(Exception):
     """The private node could not be started; the text says why."""
-
-
-def find_server():
-    explicit = os.environ.get("NIGHTJAR_RABBITMQ_SERVER")
-    for candidate in ((explicit,) if explicit else SERVER_CANDIDATES):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    found = shutil.which("rabbitmq-server")
-    if found and not found.startswith(("/usr/sbin/", "/sbin/")):
-        return found
-    return None
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PrivateNode:
@@ -68,35 +46,13 @@ class PrivateNode:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
 
     def start(self):
-        server = find_server()
+        server = find_tool("rabbitmq-server")
         if server is None:
             raise NodeError("rabbitmq-server is not installed here; install RabbitMQ or pass"
                             " --amqp-url with the address of a broker for grading")
         self.port, dist_port = free_port(), free_port()
         d = self.dir
-        (d / "rabbitmq.conf").write_text(
-            f"listeners.tcp.default = 127.0.0.1:{self.port}\n"
-            "loopback_users.guest = true\n")
-        (d / "enabled_plugins").write_text("[].\n")  # no management plugin: starts faster
-        (d / "rabbitmq-env.conf").write_text("")  # not the system's (it names the system node)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("RABBITMQ_", "ERL_")) and k != "NOTIFY_SOCKET"}
-        env.update(
-            HOME=str(d),  # the Erlang cookie lives here; writable whoever runs the grader
-            RABBITMQ_NODENAME=self.name,
-            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
-            RABBITMQ_NODE_PORT=str(self.port),
-            RABBITMQ_DIST_PORT=str(dist_port),
-            RABBITMQ_MNESIA_BASE=str(d / "mnesia"),
-            RABBITMQ_LOG_BASE=str(d / "log"),
-            RABBITMQ_PID_FILE=str(d / "node.pid"),
-            RABBITMQ_ENABLED_PLUGINS_FILE=str(d / "enabled_plugins"),
-            RABBITMQ_CONFIG_FILE=str(d / "rabbitmq.conf"),
-            RABBITMQ_ADVANCED_CONFIG_FILE=str(d / "advanced.config"),
-            RABBITMQ_CONF_ENV_FILE=str(d / "rabbitmq-env.conf"),
-            ERL_EPMD_ADDRESS="127.0.0.1",
-            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
-        )
+        env = node_environment(d, self.name, self.port, dist_port)
         self._log = open(d / "server.out", "wb")
         # Its own session: the terminal's Ctrl+C does not reach it, and the
         # whole node (script, VM, port programs) is one process group to stop.

@@ -30,6 +30,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from nightjar.rabbitnode import find_tool, node_environment
+
 ROOT = Path(__file__).resolve().parents[1]
 VAR = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var").resolve()
 WORKSTATION = Path(os.environ.get("NIGHTJAR_WORKSTATION") or ROOT / "workstation" / "ticket-desk")
@@ -39,7 +41,6 @@ SITE_LOG = VAR / "site.log"
 ENV_FILE = VAR / "local.env"
 NODE_DIR = VAR / "rabbitmq"
 NODE_NAME = os.environ.get("NIGHTJAR_LOCAL_NODE") or "nightjar-local@localhost"
-RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 
 
 def say(line=""):
@@ -92,36 +93,14 @@ def broker_answers(settings):
     return True
 
 
-def rabbitmq_tool(name):
-    """The RabbitMQ program to call directly (as root the /usr/sbin wrappers switch users)."""
-    direct = RABBITMQ_BIN / name
-    if direct.exists():
-        return str(direct)
-    return shutil.which(name)
-
-
 def node_env(port):
-    NODE_DIR.mkdir(parents=True, exist_ok=True)
-    (NODE_DIR / "enabled_plugins").write_text("[].\n")
-    (NODE_DIR / "rabbitmq.conf").write_text(f"listeners.tcp.default = 127.0.0.1:{port}\n")
-    env = dict(os.environ)
-    env.update(
-        RABBITMQ_NODENAME=NODE_NAME,
-        RABBITMQ_NODE_PORT=str(port),
-        RABBITMQ_DIST_PORT=str(port + 20000),
-        RABBITMQ_MNESIA_BASE=str(NODE_DIR / "mnesia"),
-        RABBITMQ_LOG_BASE=str(NODE_DIR / "log"),
-        RABBITMQ_PID_FILE=str(NODE_DIR / "rabbitmq.pid"),
-        RABBITMQ_ENABLED_PLUGINS_FILE=str(NODE_DIR / "enabled_plugins"),
-        RABBITMQ_CONFIG_FILE=str(NODE_DIR / "rabbitmq.conf"),
-        ERL_CRASH_DUMP=str(NODE_DIR / "erl_crash.dump"),
-    )
-    return env
+    # A fixed distribution port (port + 20000): the node outlives this process.
+    return node_environment(NODE_DIR, NODE_NAME, port, port + 20000)
 
 
 def start_private_node(port):
     """Start a RabbitMQ node of our own under var/; returns its state, or None on failure."""
-    server, ctl = rabbitmq_tool("rabbitmq-server"), rabbitmq_tool("rabbitmqctl")
+    server, ctl = find_tool("rabbitmq-server"), find_tool("rabbitmqctl")
     if not 0 < port <= 65535 - 20000:
         say(f"NIGHTJAR_LOCAL_BROKER_PORT must be at most {65535 - 20000}: the node also uses"
             " that port + 20000 (for its command-line tools).")
@@ -145,7 +124,7 @@ def start_private_node(port):
 
 
 def stop_private_node(node):
-    ctl = rabbitmq_tool("rabbitmqctl")
+    ctl = find_tool("rabbitmqctl")
     if not ctl:
         return
     env = node_env(node["port"])
@@ -168,7 +147,7 @@ def find_broker(settings, state):
     if broker_answers(settings):
         return settings, "already running", None
     say(f"No RabbitMQ answers at {redact_url(settings.amqp_url)}.")
-    if not rabbitmq_tool("rabbitmq-server"):
+    if not find_tool("rabbitmq-server"):
         say("Install RabbitMQ (apt-get install rabbitmq-server) or set NIGHTJAR_AMQP_URL to a"
             " running broker, then run make local again.")
         sys.exit(1)
