@@ -21,8 +21,10 @@ venv: $(STAMP) ## create .venv with the lab and its test tools
 test: $(STAMP) ## run the whole test suite against a real RabbitMQ
 	$(PY) -m pytest
 
-bench: $(STAMP) ## measure the worker (start-up time, --drain throughput)
+bench: $(STAMP) ## measure the worker, the site and the grader (benchmarks/)
 	$(PY) benchmarks/worker_bench.py
+	$(PY) benchmarks/grader_bench.py
+	$(PY) benchmarks/site_bench.py
 
 .PHONY: grade grade-local
 grade: ## grade handler.py: in containers while `make up` runs the lab, else as grade-local
