@@ -145,6 +145,9 @@ def main(argv=None):
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
         signal.signal(signal.SIGHUP, _terminate)
+        # Started in the background of a non-interactive shell, SIGINT would
+        # arrive ignored; Ctrl+C must still stop the node and the workers.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     handler = Path(options.handler or default_handler())
     try:
         results, error = grade(options)

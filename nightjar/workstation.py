@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import importlib
 import select
+import signal
 import sys
 import traceback
 
@@ -33,6 +34,9 @@ def parse_options(argv):
 def run(main):
     """Run main() and exit with its status; Ctrl+C exits 130 without a traceback."""
     sys.stdout.reconfigure(line_buffering=True)
+    # Ctrl+C is how the lab stops a worker. A worker started in the background
+    # of a non-interactive shell inherits SIGINT ignored; take it back.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         status = main()
     except KeyboardInterrupt:
