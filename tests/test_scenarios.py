@@ -333,3 +333,16 @@ def test_unit2_check_shows_the_workers_own_error(unit_env):
     assert out.splitlines()[0] == (
         "missing: a handler.py with checkpoint(pause, 'before-write') before the write"
         " (python3 worker.py --pause before-write: SyntaxError: expected ':')")
+
+
+@pytest.mark.parametrize("folder", ["unit2-ack-after-commit", "unit3-idempotent-results"])
+@pytest.mark.parametrize("guide", ["README.md", "README.ja.md"])
+def test_the_guides_paste_exactly_the_solution_handler(folder, guide):
+    """The here-document a learner pastes is the reference solution, to the byte."""
+    text = (ROOT / "scenarios" / folder / guide).read_text(encoding="utf-8")
+    block = re.search(r"^( *)cat > handler.py <<'PYTHON'\n(.*?)^\1PYTHON$", text, re.S | re.M)
+    assert block, f"{guide} has no cat > handler.py here-document"
+    indent = block.group(1)
+    pasted = "".join(line[len(indent):] if line.strip() else "\n"
+                     for line in block.group(2).splitlines(keepends=True))
+    assert pasted == (ROOT / "scenarios" / folder / "solution" / "handler.py").read_text()
