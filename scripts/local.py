@@ -100,7 +100,7 @@ def node_env(port):
 
 def start_private_node(port):
     """Start a RabbitMQ node of our own under var/; returns its state, or None on failure."""
-    server, ctl = find_tool("rabbitmq-server"), find_tool("rabbitmqctl")
+    server = find_tool("rabbitmq-server")
     if not 0 < port <= 65535 - 20000:
         say(f"NIGHTJAR_LOCAL_BROKER_PORT must be at most {65535 - 20000}: the node also uses"
             " that port + 20000 (for its command-line tools).")
@@ -114,13 +114,28 @@ def start_private_node(port):
     say(f"Starting a private RabbitMQ node ({NODE_NAME}, port {port}, data in {NODE_DIR})")
     subprocess.run([server, "-detached"], env=env, cwd=NODE_DIR, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    waited = subprocess.run([ctl, "-n", NODE_NAME, "wait", env["RABBITMQ_PID_FILE"],
-                             "--timeout", "60"], env=env, cwd=NODE_DIR, capture_output=True, text=True)
-    if waited.returncode != 0:
-        say(f"The private RabbitMQ node did not start; see {NODE_DIR / 'log'}.")
-        return None
-    return {"node": NODE_NAME, "port": port, "pidfile": env["RABBITMQ_PID_FILE"],
+    # Ready when AMQP answers: polling the port is seconds quicker than
+    # `rabbitmqctl wait`, whose own Erlang VM has to start first.
+    pidfile = Path(env["RABBITMQ_PID_FILE"])
+    deadline = time.monotonic() + 60
+    while not port_open("127.0.0.1", port):
+        if time.monotonic() > deadline or node_died(pidfile):
+            say(f"The private RabbitMQ node did not start; see {NODE_DIR / 'log'}.")
+            return None
+        time.sleep(0.2)
+    return {"node": NODE_NAME, "port": port, "pidfile": str(pidfile),
             "url": f"amqp://guest:guest@127.0.0.1:{port}/%2F"}
+
+
+def node_died(pidfile):
+    """True once the node wrote its pid file and that process is gone."""
+    try:
+        os.kill(int(pidfile.read_text().strip()), 0)
+    except (FileNotFoundError, ValueError):
+        return False  # not written yet
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def stop_private_node(node):
