@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP) ## create .venv with the lab and its test tools
 
 test: $(STAMP) ## run the whole test suite against a real RabbitMQ
+	@$(PY) scripts/wait-for-broker 127.0.0.1:5672 5 || { echo "The tests need RabbitMQ on 127.0.0.1:5672 (guest/guest): start it with rabbitmq-server -detached."; exit 1; }
 	$(PY) -m pytest
 
 bench: $(STAMP) ## measure the worker, the site and the grader (benchmarks/)
