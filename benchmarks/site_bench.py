@@ -17,16 +17,13 @@ directory; removes the queues and stops what it started.
 
 import json
 import os
-import random
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from labkit import Lab  # noqa: E402
 from nightjar import queueing  # noqa: E402
-from sitekit import FormClient, Site, free_port  # noqa: E402
+from sitekit import FormClient, Site, answers, free_port, node_port  # noqa: E402
 
 POSTS = 200
 LOAD_SECONDS = 30
@@ -105,26 +102,6 @@ def load(url):
             "requests_per_second": round(float(out.stdout), 1)}
 
 
-def answers(url):
-    try:
-        with urllib.request.urlopen(url + "healthz", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def broker_port():
-    while True:
-        port = random.randint(20000, 45535)
-        with socket.socket() as amqp, socket.socket() as dist:
-            try:
-                amqp.bind(("127.0.0.1", port))
-                dist.bind(("127.0.0.1", port + 20000))
-                return port
-            except OSError:
-                continue
-
-
 def make_local_seconds(lab, run, **extra):
     port = free_port()
     env = dict(lab.env, NIGHTJAR_LOCAL_VAR=str(lab.tmp / f"var{run}"),
@@ -166,7 +143,7 @@ def main():
                 "machine_broker_runs_s": [round(r, 2) for r in runs],
             }
             if os.path.exists("/usr/lib/rabbitmq/bin/rabbitmq-server"):
-                port = broker_port()
+                port = node_port()
                 results["make_local"]["private_node_s"] = round(make_local_seconds(
                     local_lab, "private", NIGHTJAR_AMQP_URL="amqp://guest:guest@127.0.0.1:1/%2F",
                     NIGHTJAR_LOCAL_BROKER_PORT=str(port),

@@ -44,10 +44,6 @@ class Registration:
     tickets: list = field(default_factory=list)
 
     @property
-    def waiting(self):
-        return not self.tickets
-
-    @property
     def problems(self):
         """What a person should look at, in plain words."""
         found = []

@@ -3,6 +3,7 @@
 import argparse
 import contextlib
 import importlib
+from dataclasses import dataclass
 import select
 import signal
 import sys
@@ -57,40 +58,48 @@ def import_handler():
         raise SystemExit(1)
 
 
+@dataclass
+class Session:
+    """One run of the worker: its RabbitMQ connection and channel, and the database."""
+
+    connection: object
+    channel: object
+    db: object
+    settings: Settings
+
+    def take_job(self):
+        """(delivery, job) for the next ready message, or (None, None).
+
+        A message that is not a valid job is set aside in the dead-letter
+        queue with a line saying why, and the next one is taken: one bad
+        message must never crash-loop the worker.
+        """
+        while True:
+            delivery, _properties, body = self.channel.basic_get(self.settings.queue)
+            if delivery is None:
+                return None, None
+            try:
+                return delivery, decode_job(body)
+            except BadMessage as reason:
+                self.channel.basic_nack(delivery.delivery_tag, requeue=False)
+                print(f"Set aside a message that is {reason}; it is in the dead-letter queue"
+                      f" {self.settings.dead_letter_queue}.")
+
+
 @contextlib.contextmanager
-def session(settings=None):
-    """(connection, channel, db) for one run of the worker."""
-    settings = settings or Settings.from_env()
+def session():
+    """A Session from the environment's settings, closed afterwards."""
+    settings = Settings.from_env()
     connection = broker.connect(settings)
     db = database.connect(settings.db_path)
     try:
         channel = connection.channel()
         broker.declare_queues(channel, settings)
-        yield connection, channel, db
+        yield Session(connection, channel, db, settings)
     finally:
         db.close()  # an open transaction is rolled back, never committed
         if connection.is_open:
             connection.close()
-
-
-def take_job(channel, settings=None):
-    """(delivery, job) for the next ready message, or (None, None).
-
-    A message that is not a valid job is set aside in the dead-letter queue
-    with a line saying why, and the next one is taken: one bad message must
-    never crash-loop the worker.
-    """
-    settings = settings or Settings.from_env()
-    while True:
-        delivery, _properties, body = channel.basic_get(settings.queue)
-        if delivery is None:
-            return None, None
-        try:
-            return delivery, decode_job(body)
-        except BadMessage as reason:
-            channel.basic_nack(delivery.delivery_tag, requeue=False)
-            print(f"Set aside a message that is {reason}; it is in the dead-letter queue"
-                  f" {settings.dead_letter_queue}.")
 
 
 class Pause:

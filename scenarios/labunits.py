@@ -405,25 +405,13 @@ def trial_ack_after_commit(lab):
     if len(lab.tickets(first)) != 1:
         raise Missing(f"missing: one ticket after the redelivery (there are {len(lab.tickets(first))})")
 
-    second = lab.register("Retry guest")
+    interrupt_after_commit(lab, lab.register("Retry guest"))
+
+
+def interrupt_after_commit(lab, registration_id):
+    """Ctrl+C at after-commit: the ticket is committed there and the delivery comes back."""
     worker = stop_at(lab, "after-commit", NO_AFTER_COMMIT)
-    at_pause, waiting = lab.tickets(second), lab.ready()
-    worker.interrupt()
-    if len(at_pause) != 1:
-        raise Missing("missing: a handler.py that commits the ticket before checkpoint(pause,"
-                      f" 'after-commit') ({len(at_pause)} tickets there)")
-    if not ready_soon(lab, more_than=waiting):
-        raise Missing("missing: a handler.py that acknowledges after the commit (at after-commit"
-                      " the delivery was already acknowledged)")
-
-
-def trial_idempotent(lab):
-    """Unit 3: a redelivery after the commit adds no ticket; two Same name guests get two tickets."""
-    first = lab.register("Same name")
-    second = lab.register("Same name")
-
-    worker = stop_at(lab, "after-commit", NO_AFTER_COMMIT)
-    at_pause, waiting = lab.tickets(first), lab.ready()
+    at_pause, waiting = lab.tickets(registration_id), lab.ready()
     worker.interrupt()
     if len(at_pause) != 1:
         raise Missing("missing: a handler.py that commits one ticket before checkpoint(pause,"
@@ -431,6 +419,14 @@ def trial_idempotent(lab):
     if not ready_soon(lab, more_than=waiting):
         raise Missing("missing: a handler.py that acknowledges after the commit (interrupted at"
                       " after-commit, the delivery did not come back)")
+
+
+def trial_idempotent(lab):
+    """Unit 3: a redelivery after the commit adds no ticket; two Same name guests get two tickets."""
+    first = lab.register("Same name")
+    second = lab.register("Same name")
+
+    interrupt_after_commit(lab, first)
     rerun = run_worker(lab)
     expect_redelivery(rerun, first)
     if len(lab.tickets(first)) != 1:

@@ -1,6 +1,7 @@
 """Helpers for the site tests: the real site under waitress, and a small form client."""
 
 import http.cookiejar
+import random
 import re
 import socket
 import subprocess
@@ -11,15 +12,33 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from nightjar.rabbitnode import free_port  # noqa: F401  (site tests import it from here)
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def answers(url, timeout=1):
+    """True when the site at url serves /healthz."""
+    try:
+        with urllib.request.urlopen(url + "healthz", timeout=timeout) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def node_port():
+    """A free port whose +20000 (a private node's distribution port) is free too."""
+    while True:
+        port = random.randint(20000, 45535)
+        with socket.socket() as amqp, socket.socket() as dist:
+            try:
+                amqp.bind(("127.0.0.1", port))
+                dist.bind(("127.0.0.1", port + 20000))
+                return port
+            except OSError:
+                continue
 
 
 class Site:
@@ -42,12 +61,9 @@ class Site:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log.read_text()
-            try:
-                with urllib.request.urlopen(self.url + "healthz", timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.05)
+            if answers(self.url):
+                return
+            time.sleep(0.05)
         raise AssertionError(f"site did not answer: {self.log.read_text()}")
 
     def stop(self):

@@ -1,16 +1,13 @@
 """make local / make stop (scripts/local.py), isolated: own var/, Workstation folder, database, port."""
 
 import os
-import random
-import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from sitekit import ROOT, free_port
+from sitekit import ROOT, answers, free_port, node_port
 
 SCRIPT = ROOT / "scripts" / "local.py"
 
@@ -27,27 +24,6 @@ def alive(pid):
     """Running (a stopped process nobody has reaped yet is a zombie: not running)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def broker_port():
-    """A free port whose +20000 (the node's distribution port) is free too."""
-    while True:
-        port = random.randint(20000, 45535)
-        with socket.socket() as amqp, socket.socket() as dist:
-            try:
-                amqp.bind(("127.0.0.1", port))
-                dist.bind(("127.0.0.1", port + 20000))
-                return port
-            except OSError:
-                continue
-
-
-def answers(url):
-    try:
-        with urllib.request.urlopen(url + "healthz", timeout=2) as response:
-            return response.status == 200
     except OSError:
         return False
 
@@ -110,7 +86,7 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
                     reason="rabbitmq-server is not installed")
 def test_make_local_starts_a_private_node_when_no_broker_answers(local_lab):
     lab = local_lab
-    port = broker_port()
+    port = node_port()
     node = f"nightjar-test-{port}@localhost"
     result = local(lab, "start", NIGHTJAR_AMQP_URL="amqp://guest:guest@127.0.0.1:1/%2F",
                    NIGHTJAR_LOCAL_BROKER_PORT=str(port), NIGHTJAR_LOCAL_NODE=node)

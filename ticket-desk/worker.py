@@ -16,11 +16,11 @@ def main():
     options = workstation.parse_options(sys.argv[1:])
     handler = workstation.import_handler()  # your handler.py, next to this file
 
-    with workstation.session() as (connection, channel, db):
+    with workstation.session() as session:
         while True:
             # Ask RabbitMQ for one ready message (basic_get): it stays
             # unacknowledged, and RabbitMQ keeps it, until someone acks it.
-            delivery, job = workstation.take_job(channel)
+            delivery, job = session.take_job()
             if delivery is None:
                 print("No ready registrations")
                 return 0
@@ -29,16 +29,16 @@ def main():
             # delivery of this message was never acknowledged.
             print(f"Received {job['id']} redelivered={delivery.redelivered}")
 
-            ch = workstation.TrackedChannel(channel)
-            pause = workstation.Pause(options.pause, connection)
+            ch = workstation.TrackedChannel(session.channel)
+            pause = workstation.Pause(options.pause, session.connection)
             try:
-                handler.handle(ch, delivery, job, db, pause)
+                handler.handle(ch, delivery, job, session.db, pause)
             except Exception as error:
                 workstation.report_handler_error(error, job, ch.acknowledged)
                 return 1
             print("Handler returned.")
 
-            if not workstation.check_after_handler(job, db, pause, ch.acknowledged):
+            if not workstation.check_after_handler(job, session.db, pause, ch.acknowledged):
                 return 1
             if not options.drain:
                 return 0
