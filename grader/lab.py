@@ -155,11 +155,7 @@ class Lab:
 
     def register(self, name):
         """Save and queue a registration through the site's code path; returns its ID."""
-        db = database.connect(self.db_path)
-        try:
-            registration_id, queued = queueing.register(db, self.settings, name)
-        finally:
-            db.close()
+        registration_id, queued = queueing.register_at(self.db_path, self.settings, name)
         if not queued:
             raise RuntimeError(f"the grading broker did not take the job for {registration_id}")
         return registration_id

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pika
 import pika.exceptions
+from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
 from nightjar.rabbitnode import find_tool, free_port, node_environment
 
@@ -80,7 +81,8 @@ class PrivateNode:
             try:
                 pika.BlockingConnection(params).close()
                 return
-            except (pika.exceptions.AMQPError, OSError):
+            # Not up yet; a handshake that times out (pika raises it outside AMQPError) too.
+            except (pika.exceptions.AMQPError, AMQPConnectorException, OSError):
                 if time.monotonic() > deadline:
                     raise NodeError(f"the private RabbitMQ node did not accept connections within"
                                     f" {timeout:g} s: {self._tail()}") from None

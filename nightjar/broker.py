@@ -108,6 +108,17 @@ def queue_depths(settings):
         connection.close()
 
 
+def delete_queues(settings):
+    """Remove the lab's queue and its dead-letter queue (throwaway labs clean up with it)."""
+    connection = connect(settings)
+    try:
+        channel = connection.channel()
+        for queue in (settings.queue, settings.dead_letter_queue):
+            channel.queue_delete(queue)
+    finally:
+        connection.close()
+
+
 def unacknowledged_count(settings, management_port=15672):
     """Unacknowledged deliveries from the management API, or None when it does not answer."""
     # Imported here: only desk.py status needs them, and they would slow

@@ -176,11 +176,7 @@ class ThrowawayLab:
 
     def register(self, name):
         """Register and queue a guest through the site's code path; the ID."""
-        db = database.connect(self.settings.db_path)
-        try:
-            registration_id, queued = queueing.register(db, self.settings, name)
-        finally:
-            db.close()
+        registration_id, queued = queueing.register_at(self.settings.db_path, self.settings, name)
         if not queued:
             raise broker.BrokerUnavailable("RabbitMQ did not confirm the job")
         return registration_id
@@ -218,12 +214,7 @@ class ThrowawayLab:
 
     def cleanup(self):
         try:
-            connection = broker.connect(self.settings)
+            broker.delete_queues(self.settings)
         except broker.BrokerUnavailable:
             pass
-        else:
-            channel = connection.channel()
-            for name in (self.settings.queue, self.settings.dead_letter_queue):
-                channel.queue_delete(name)
-            connection.close()
         self._tmp.cleanup()

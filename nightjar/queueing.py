@@ -10,7 +10,7 @@ import contextlib
 
 import pika.exceptions
 
-from . import broker, registrations
+from . import broker, db as database, registrations
 
 # queue_waiting leaves fresh rows alone for this long: their own request is
 # still publishing them, and taking them too would queue them twice.
@@ -48,6 +48,15 @@ def register(db, settings, name):
     except (broker.BrokerUnavailable, pika.exceptions.AMQPError):
         return registration_id, False
     return registration_id, True
+
+
+def register_at(db_path, settings, name):
+    """register() on the database at db_path, opened for this one registration."""
+    db = database.connect(db_path)
+    try:
+        return register(db, settings, name)
+    finally:
+        db.close()
 
 
 def queue_waiting(db, channel, settings, grace_seconds=GRACE_SECONDS):

@@ -502,11 +502,7 @@ class Desk:
     # Nightjar
     def register(self, name):
         say(f"[Nightjar] The evening: Guest name = {name}, Register for the evening")
-        db = self._db()
-        try:
-            registration_id, queued = queueing.register(db, self.settings, name)
-        finally:
-            db.close()
+        registration_id, queued = queueing.register_at(self.settings.db_path, self.settings, name)
         if not queued:
             raise Stop(f"RabbitMQ did not take {registration_id}; is it running?")
         say(f"[Nightjar] {registration_id} {name}: Your ticket is being prepared")

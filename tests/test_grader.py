@@ -185,11 +185,7 @@ def _live_queue_with_one_message(queue):
 
 
 def _drop_queue(settings):
-    connection = broker.connect(settings)
-    channel = connection.channel()
-    channel.queue_delete(settings.queue)
-    channel.queue_delete(settings.dead_letter_queue)
-    connection.close()
+    broker.delete_queues(settings)
 
 
 def test_live_results_are_read_without_changing_the_database_or_the_queue(grading_broker, tmp_path):

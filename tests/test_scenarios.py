@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nightjar import broker, db as database, queueing
+from nightjar import broker, queueing
 from nightjar.config import DEFAULT_AMQP_URL, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,20 +53,12 @@ class UnitEnv:
         return re.sub(r"\d+ unacknowledged|unacknowledged unknown", "<unacked>", text)
 
     def register(self, name):
-        db = database.connect(self.db_path)
-        try:
-            registration_id, queued = queueing.register(db, self.settings, name)
-        finally:
-            db.close()
+        registration_id, queued = queueing.register_at(self.db_path, self.settings, name)
         assert queued
         return registration_id
 
     def cleanup(self):
-        connection = broker.connect(self.settings)
-        channel = connection.channel()
-        for queue in (self.queue, self.settings.dead_letter_queue):
-            channel.queue_delete(queue)
-        connection.close()
+        broker.delete_queues(self.settings)
 
 
 @pytest.fixture
