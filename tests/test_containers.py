@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose.yaml"
 DOCKERFILES = ["nightjar-site/Dockerfile", "ticket-desk/Dockerfile", "grader/Dockerfile"]
 # Where the code that reads NIGHTJAR_* variables lives (tests set them, they do not read them).
-CODE_DIRS = ["nightjar", "nightjar-site", "grader", "ticket-desk", "scripts"]
+CODE_DIRS = ["nightjar", "nightjar-site", "grader", "ticket-desk", "scripts", "scenarios"]
 
 LIVE_BROKER, SITE, WORKSTATION = "rabbitmq", "site", "workstation"
 GRADER, GRADER_BROKER = "grader", "grader-broker"
@@ -157,6 +157,7 @@ class Image:
         self.instructions = dockerfile_instructions(text)
         self.context = context
         self.copies, self.env, self.user, self.workdir = [], {}, None, "/"
+        self.args = {}  # ARG defaults, e.g. the base image a FROM ${PYTHON_IMAGE} names
         self.uids = set()
         for keyword, arguments in self.instructions:
             if keyword == "WORKDIR":
@@ -172,6 +173,9 @@ class Image:
                 for part in shlex.split(arguments):
                     name, _, value = part.partition("=")
                     self.env[name] = value
+            elif keyword == "ARG":
+                name, _, default = arguments.partition("=")
+                self.args[name] = default
             elif keyword == "USER":
                 self.user = arguments
             elif keyword == "RUN":
@@ -420,9 +424,20 @@ def image_problems(name, service, overrides, images, env_names):
 
     keywords = [keyword for keyword, _ in image.instructions]
     froms = [arguments for keyword, arguments in image.instructions if keyword == "FROM"]
+    build_args = build.get("args") or {}
     for base in froms:
-        if not re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base.split()[0]):
-            problems.append(f"{name}: base image {base} is not a pinned python:3.11.x-slim-bookworm")
+        bases = [base.split()[0]]
+        variable = re.fullmatch(r"\$\{?(\w+)\}?", bases[0])
+        if variable:
+            # FROM ${PYTHON_IMAGE}: the ARG default, and compose.yaml's default for it.
+            arg = variable.group(1)
+            bases = [image.args.get(arg, ""), build_args.get(arg, image.args.get(arg, ""))]
+            if bases[0] != bases[1]:
+                problems.append(f"{name}: compose.yaml's {arg} ({bases[1]}) differs from"
+                                f" {dockerfile_rel}'s default ({bases[0]})")
+        for chosen in dict.fromkeys(bases):
+            if not re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", chosen):
+                problems.append(f"{name}: base image {chosen} is not a pinned python:3.11.x-slim-bookworm")
     if image.user is None or image.user.split(":")[0] in ("root", "0"):
         problems.append(f"{name}: {dockerfile_rel} runs as root (no non-root USER)")
     elif "RUN" in keywords and last_index(keywords, "RUN") > last_index(keywords, "USER"):
@@ -808,8 +823,11 @@ BROKEN_FILES = [
     ("code-before-dependencies", lambda: _dockerfile(
         "ticket-desk/Dockerfile", "COPY pyproject.toml ./", "COPY nightjar/ nightjar/\nCOPY pyproject.toml ./"),
      "does not install dependencies before copying code"),
-    ("unpinned-base", lambda: _dockerfile("grader/Dockerfile", "FROM python:3.11.13-slim-bookworm", "FROM python:3.11-slim"),
+    ("unpinned-base", lambda: _dockerfile("grader/Dockerfile", "FROM ${PYTHON_IMAGE}", "FROM python:3.11-slim"),
      "not a pinned python:3.11.x-slim-bookworm"),
+    ("base-differs-from-compose", lambda: _dockerfile(
+        "grader/Dockerfile", "ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm", "ARG PYTHON_IMAGE=python:3.11.12-slim-bookworm"),
+     "compose.yaml's PYTHON_IMAGE (python:3.11.13-slim-bookworm) differs"),
     ("unread-image-variable", lambda: _dockerfile("ticket-desk/Dockerfile", "ENV PYTHONPATH=/app", "ENV NIGHTJAR_DATABASE=/data/x.db PYTHONPATH=/app"),
      "sets NIGHTJAR_DATABASE, which no code reads"),
     ("baked-secret", lambda: _dockerfile("nightjar-site/Dockerfile", "ENV PYTHONPATH=", "ENV NIGHTJAR_SECRET_KEY=abc PYTHONPATH="),
