@@ -39,14 +39,18 @@ grade-local: $(STAMP) ## grade handler.py: private RabbitMQ node, throwaway data
 units: $(STAMP) ## the lab's units and companion lessons, each starting on its own
 	@$(PY) scenarios/labunits.py list
 
+# The unit targets act on the container lab while `make up` runs it (the same
+# script, inside the Workstation container), else on the local lab.
+LABUNITS = $(if $(shell $(DOCKER_LAB_RUNS) && echo yes),$(COMPOSE) exec -T workstation python3 /app/scenarios/labunits.py,$(PY) scenarios/labunits.py)
+
 unit: $(STAMP) ## set up one unit on the live lab, e.g. make unit N=2 (no N: the list)
-	@$(PY) scenarios/labunits.py $(if $(N),setup $(N),list)
+	@$(LABUNITS) $(if $(N),setup $(N),list)
 
 check-unit: $(STAMP) ## what a unit still lacks, e.g. make check-unit N=2
-	@$(PY) scenarios/labunits.py check $(N)
+	@$(LABUNITS) check $(N)
 
 solve-unit: $(STAMP) ## do a unit's steps for real, e.g. make solve-unit N=2
-	@$(PY) scenarios/labunits.py solve $(N)
+	@$(LABUNITS) solve $(N)
 
 .PHONY: local stop
 local: $(STAMP) ## run the lab here: RabbitMQ, the site on :8000, the Workstation folder
@@ -62,11 +66,10 @@ NEED_DOCKER = docker info >/dev/null 2>&1 || { echo "No Docker engine answers ('
 # True when a Docker engine answers and `make up` has the Workstation running.
 DOCKER_LAB_RUNS = docker info >/dev/null 2>&1 && $(COMPOSE) ps --services --filter status=running 2>/dev/null | grep -qx workstation
 
-.PHONY: up down shell logs reset grade-docker
-up: ## start the lab in containers: RabbitMQ, the site on :8000, the Workstation
+.PHONY: up down shell logs reset grade-docker base-images
+up: ## start the lab in containers (RabbitMQ, the site, the Workstation); returns when the site answers
 	@$(NEED_DOCKER)
-	$(COMPOSE) up -d --build
-	@echo "Nightjar site: http://127.0.0.1:8000/   RabbitMQ: http://127.0.0.1:15672/   Workstation: make shell"
+	@$(PYTHON) scripts/containers.py up $(COMPOSE)
 
 down: ## stop the lab's containers (the learner's files and the database stay)
 	@$(NEED_DOCKER)
@@ -93,3 +96,7 @@ grade-docker: ## grade the Workstation's handler.py with the grader's own broker
 	$(COMPOSE) --profile grader build grader
 	@status=0; $(COMPOSE) --profile grader run --rm grader || status=$$?; \
 	$(COMPOSE) --profile grader rm --stop --force grader-broker >/dev/null 2>&1; exit $$status
+
+base-images: ## build both base images from Debian packages (no image registry needed; root)
+	@$(NEED_DOCKER)
+	@scripts/build-base-images

@@ -7,6 +7,8 @@ set -eu
   echo "listeners.tcp.default = 5672"
   echo "management.tcp.port = 15672"
   echo "loopback_users = none"
+  echo "log.console = true"
+  echo "log.file = false"
   if [ -n "${RABBITMQ_DEFAULT_USER:-}" ]; then
     echo "default_user = ${RABBITMQ_DEFAULT_USER}"
     echo "default_pass = ${RABBITMQ_DEFAULT_PASS:-}"
