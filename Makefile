@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test bench
+.PHONY: help venv test bench bench-stack
 
 help: ## this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -18,14 +18,25 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv with the lab and its test tools
 
-test: $(STAMP) ## run the whole test suite against a real RabbitMQ
+# scripts/prepare-tests installs what the tests need (as root) or says what to
+# run; scripts/docker-engine starts a Docker engine for the container stack
+# test when none runs (and stops it afterwards).
+test: prepare-tests $(STAMP) ## run the whole test suite against a real RabbitMQ (and the container stack, with Docker)
 	@$(PY) scripts/wait-for-broker 127.0.0.1:5672 5 || { echo "The tests need RabbitMQ on 127.0.0.1:5672 (guest/guest): start it with rabbitmq-server -detached."; exit 1; }
-	$(PY) -m pytest
+	@scripts/docker-engine $(PY) -m pytest
+
+.PHONY: prepare-tests
+prepare-tests:
+	@scripts/prepare-tests
 
 bench: $(STAMP) ## measure the worker, the site and the grader (benchmarks/)
 	$(PY) benchmarks/worker_bench.py
 	$(PY) benchmarks/grader_bench.py
 	$(PY) benchmarks/site_bench.py
+
+bench-stack: $(STAMP) ## measure make up (cold, warm), make grade and make down in containers
+	@$(NEED_DOCKER)
+	$(PY) benchmarks/stack_bench.py
 
 .PHONY: grade grade-local
 grade: ## grade handler.py: in containers while `make up` runs the lab, else as grade-local

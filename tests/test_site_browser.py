@@ -1,5 +1,6 @@
 """The seed's site walkthrough in a real browser (Chromium), against the real site and worker."""
 
+import os
 import re
 
 import pytest
@@ -8,6 +9,9 @@ from playwright.sync_api import expect
 from sitekit import ARTIFACTS, Site
 
 CHROMIUM = "/usr/bin/chromium"
+# make test installs Chromium when run as root (scripts/prepare-tests); without it, say so once per test.
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason=f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
 
 
 @pytest.fixture(scope="session")

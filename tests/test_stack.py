@@ -1,11 +1,9 @@
 """The lab in real containers: `make up` under a real Docker engine, walked as a learner would.
 
-A stack of its own (compose project nightjar-stack-test, free host ports, its
-own passwords) is started with `make up` and removed with its volumes and
-networks afterwards; the images stay, so the next run builds from cache. The
-base images are the ones `make base-images` builds from Debian packages
-(built here when missing), unless NIGHTJAR_PYTHON_IMAGE and
-NIGHTJAR_RABBITMQ_IMAGE name others.
+A stack of its own (tests/stackkit.py: compose project nightjar-stack-test,
+free host ports, its own passwords) is started with `make up` and removed with
+its volumes and networks afterwards; the images stay, so the next run builds
+from cache.
 
 Marked `containers` (`pytest -m "not containers"` leaves it out). Skipped when
 no Docker engine answers, unless NIGHTJAR_CONTAINER_TESTS=required (CI), which
@@ -13,105 +11,30 @@ makes that a failure.
 """
 
 import os
-import secrets
 import selectors
-import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pika
 import pytest
 
-from sitekit import FormClient, answers, free_port
+from sitekit import FormClient, answers
+from stackkit import ROOT, Stack, Unavailable, run
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scenarios"))
 import labunits  # noqa: E402  (the units' success lines)
 
 pytestmark = pytest.mark.containers
 
 PROJECT = "nightjar-stack-test"
-BASE_IMAGES = {"NIGHTJAR_PYTHON_IMAGE": "nightjar-base/python:3.11-bookworm",
-               "NIGHTJAR_RABBITMQ_IMAGE": "nightjar-base/rabbitmq:3.10-bookworm"}  # scripts/build-base-images
 LEARNER_FOLDER = "/home/labex/project/ticket-desk"
 UNIT2_HANDLER = (ROOT / "scenarios/unit2-ack-after-commit/solution/handler.py").read_text()
 UNIT3_HANDLER = (ROOT / "scenarios/unit3-idempotent-results/solution/handler.py").read_text()
 STARTING_HANDLER = (ROOT / "ticket-desk/handler.py").read_text()
 
 
-def unavailable(reason):
-    if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
-        pytest.fail(f"{reason} (NIGHTJAR_CONTAINER_TESTS=required)")
-    pytest.skip(reason)
-
-
-def run(command, env, input=None, timeout=600):
-    return subprocess.run(command, cwd=ROOT, env=env, input=input, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def base_images(env):
-    """The base images' settings, building the Debian ones when they are missing."""
-    chosen = {name: os.environ[name] for name in BASE_IMAGES if os.environ.get(name)}
-    if len(chosen) == len(BASE_IMAGES):
-        return chosen
-    missing = [image for image in BASE_IMAGES.values()
-               if run(["docker", "image", "inspect", image], env).returncode != 0]
-    if missing:
-        if os.geteuid() != 0 or not shutil.which("debootstrap"):
-            unavailable("the base images are missing and only root with debootstrap can build them"
-                        " (sudo make base-images)")
-        built = run(["scripts/build-base-images"], env, timeout=900)
-        assert built.returncode == 0, built.stdout + built.stderr
-    return dict(BASE_IMAGES)
-
-
-class Stack:
-    """make and compose with the stack's own project name, ports and passwords."""
-
-    def __init__(self):
-        if shutil.which("docker") is None or run(["docker", "info"], dict(os.environ), timeout=30).returncode:
-            unavailable("no Docker engine answers ('docker info' failed); make test starts one where dockerd is installed")
-        if shutil.which("docker-compose") is None:
-            unavailable("docker-compose is not installed (apt-get install docker-compose)")
-        self.site_port, self.amqp_port, self.management_port = free_port(), free_port(), free_port()
-        self.user, self.password = "lab-" + secrets.token_hex(3), secrets.token_hex(12)
-        env = {name: value for name, value in os.environ.items() if not name.startswith(("NIGHTJAR_", "COMPOSE_"))}
-        env.update(COMPOSE_PROJECT_NAME=PROJECT, NIGHTJAR_SITE_PORT=str(self.site_port),
-                   NIGHTJAR_AMQP_PORT=str(self.amqp_port), NIGHTJAR_MANAGEMENT_PORT=str(self.management_port),
-                   NIGHTJAR_RABBITMQ_USER=self.user, NIGHTJAR_RABBITMQ_PASSWORD=self.password,
-                   NIGHTJAR_GRADER_RABBITMQ_PASSWORD=secrets.token_hex(12),
-                   NIGHTJAR_SECRET_KEY=secrets.token_hex(16))
-        env.update(base_images(env))
-        self.env = env
-        self.url = f"http://127.0.0.1:{self.site_port}/"
-
-    def make(self, *targets, input=None):
-        return run(["make", "--no-print-directory", *targets], self.env, input=input)
-
-    def compose(self, *args, input=None):
-        return run(["docker-compose", *args], self.env, input=input)
-
-    def workstation(self, *command, input=None):
-        return self.compose("exec", "-T", "workstation", *command, input=input)
-
-    def containers(self):
-        listed = self.compose("--profile", "grader", "ps", "-q")
-        return listed.stdout.split()
-
-    def remove(self):
-        self.compose("--profile", "grader", "down", "--volumes", "--remove-orphans", "--timeout", "5")
-
-    def up_transcript(self):
-        return ("Building the lab's images (the first build takes a few minutes)...\n"
-                "Starting RabbitMQ, the site and the Workstation...\n"
-                f"Nightjar site:       http://127.0.0.1:{self.site_port}/\n"
-                f"RabbitMQ management: http://127.0.0.1:{self.management_port}/ (user {self.user};"
-                " password: NIGHTJAR_RABBITMQ_PASSWORD in .env, default in .env.example)\n"
-                "Workstation:         make shell\n")
-
+class LabStack(Stack):
     def up(self):
         started = self.make("up")
         assert (started.returncode, started.stdout, started.stderr) == (0, self.up_transcript(), ""), started
@@ -120,7 +43,12 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack():
-    lab = Stack()
+    try:
+        lab = LabStack(PROJECT)
+    except Unavailable as reason:
+        if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
+            pytest.fail(f"{reason} (NIGHTJAR_CONTAINER_TESTS=required)")
+        pytest.skip(str(reason))
     lab.remove()  # what an interrupted earlier run may have left
     try:
         lab.up()
@@ -197,7 +125,7 @@ def test_the_grader_reaches_its_own_broker_but_not_the_live_one(stack):
 # --------------------------------------------------------------------------
 # The learner's walk
 
-def test_a_learner_walks_the_lab_in_containers(stack, tmp_path):
+def test_a_learner_walks_the_lab_in_containers(stack):
     # A registration through the site's form, then the learner's ack-after-commit handler.
     registration_id = FormClient(stack.url).register("Container guest")
     written = stack.workstation("sh", "-c", "cat > handler.py", input=UNIT2_HANDLER)
@@ -262,8 +190,7 @@ def test_a_learner_walks_the_lab_in_containers(stack, tmp_path):
     assert stack.workstation("cat", "handler.py").stdout == STARTING_HANDLER
     fresh = stack.workstation("python3", "desk.py", "status")
     assert fresh.returncode == 0, fresh.stderr
-    # The same status as desk.py shows for a new database beside this broker's empty queue.
-    amqp_url = f"amqp://{stack.user}:{stack.password}@127.0.0.1:{stack.amqp_port}/%2F"
-    expected = run([sys.executable, "ticket-desk/desk.py", "status"], dict(
-        os.environ, NIGHTJAR_AMQP_URL=amqp_url, NIGHTJAR_DB=str(tmp_path / "new.db"), NIGHTJAR_QUEUE="nightjar.tickets"))
+    # The same status as desk.py shows for a new database beside the broker's empty queue.
+    expected = stack.compose("exec", "-T", "-e", "NIGHTJAR_DB=/tmp/new.db", "workstation", "python3", "desk.py", "status")
+    assert expected.returncode == 0, expected.stderr
     assert fresh.stdout == expected.stdout
