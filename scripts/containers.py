@@ -11,6 +11,7 @@ Settings come from the environment, else from .env, as Compose reads them.
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -52,9 +53,9 @@ def read_env_file(path=ENV_FILE):
     return values
 
 
-def settings(environ):
-    """The lab's settings as Compose sees them: the environment wins over .env."""
-    found = {name: (value, ".env") for name, value in read_env_file().items()}
+def settings(environ, env_file=ENV_FILE):
+    """{name: (value, where)} as Compose sees them: the environment wins over .env."""
+    found = {name: (value, ".env") for name, value in read_env_file(env_file).items()}
     found.update({name: (value, "the environment") for name, value in environ.items()
                   if name.startswith("NIGHTJAR_")})
     return found
@@ -101,10 +102,8 @@ def check_ports(ports, ours):
         port = ports[name]
         if port in ours or is_free(port):
             continue
-        spare = next((p for p in range(port + 1, min(port + 100, 65536)) if is_free(p)), None)
-        hint = f", e.g. {name}={spare}" if spare else ""
         raise Refused(f"Port {port} on 127.0.0.1 is taken by another program: set {name} in .env"
-                      f" to a free port{hint}. Nothing was started.")
+                      " to a free port. Nothing was started.")
 
 
 def published_ports(compose):
@@ -172,6 +171,9 @@ def wait_for_site(compose, port):
 
 
 def up(compose, environ):
+    if shutil.which(compose[0]) is None:
+        raise Refused(f"{compose[0]} is not installed (apt-get install docker-compose), so nothing was"
+                      " started; without it, run the lab with 'make local'.")
     found = settings(environ)
     check_credentials(found)
     ports = host_ports(found)
