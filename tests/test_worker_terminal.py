@@ -85,7 +85,8 @@ def test_a_broken_handler_is_one_line_and_takes_no_message(lab, source, kind, li
     except SyntaxError as error:
         what = error.msg
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == f"{kind} in handler.py, line {line}: {what}. Fix it and run the worker again.\n"
+    assert result.stderr == (f"handler.py could not be loaded: {kind} in handler.py, line {line}:"
+                             f" {what}. Fix it and run the worker again.\n")
     assert lab.depth() == (1, 0)
 
 
