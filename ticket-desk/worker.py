@@ -27,7 +27,9 @@ def main():
         channel = session.channel
         while True:
             # Ask RabbitMQ for one ready message. basic_get answers at once:
-            # delivery is None when no message is ready.
+            # delivery is None when no message is ready. A message we get stays
+            # unacknowledged: RabbitMQ keeps it until someone acks it, and
+            # delivers it again if this worker stops first.
             delivery, properties, body = channel.basic_get(session.settings.queue)
             if delivery is None:
                 print("No ready registrations")
@@ -48,20 +50,22 @@ def main():
             # delivery of this message was never acknowledged.
             print(f"Received {job['id']} redelivered={delivery.redelivered}")
 
-            # From here the message is unacknowledged: RabbitMQ keeps it until
-            # handle() acks it, and delivers it again if this worker stops first.
-            ch = workstation.TrackedChannel(channel)  # notes whether handle() acked
-            pause = workstation.Pause(options.pause, session.connection)
+            # Your handle() decides when to ack (see handler.py).
+            ch = workstation.TrackedChannel(channel)  # the channel; notes whether handle() acked
+            pause = workstation.Pause(options.pause, session.connection)  # for checkpoint()
             try:
                 handler.handle(ch, delivery, job, session.db, pause)
             except workstation.ConnectionLost:
                 raise  # RabbitMQ itself went away: one line says so, below
             except Exception as error:
-                # handle() raised: show where, and stop. The worker does not ack.
+                # handle() raised: show where, and stop without acking. Unless
+                # handle() acked first, RabbitMQ still has the message and
+                # delivers it again.
                 workstation.report_handler_error(error, job, ch.acknowledged)
                 return 1
             print("Handler returned.")
 
+            # Say so when handle() left something undone (no ack, an open transaction).
             if not workstation.check_after_handler(job, session.db, pause, ch.acknowledged):
                 return 1
             if not options.drain:
