@@ -16,6 +16,7 @@ def checkpoint(pause, name):
 def not_activated(missing):
     """What to run when this python3 lacks the lab's packages (make local keeps them in .venv)."""
     problem = f"This python3 does not have the lab's packages ({missing})"
+    # make local copies this folder to LAB/workstation/ticket-desk and its packages are in LAB/.venv.
     lab = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     activate = os.path.join(lab, ".venv", "bin", "activate")
     if os.path.exists(activate):
