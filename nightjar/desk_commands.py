@@ -72,11 +72,7 @@ def cmd_status(db, settings):
     print(f"Registrations ({len(rows)})")
     width = max([len(r.name) for r in rows] + [4])
     for r in rows:
-        if not r.tickets:
-            tickets = "no ticket"
-        else:
-            numbers = ", ".join(str(t.number) for t in r.tickets)
-            tickets = ("ticket " if len(r.tickets) == 1 else "tickets ") + numbers
+        tickets = registrations.tickets_phrase(r.tickets)
         line = f"  {r.id}  {r.name:<{width}}  {tickets:<14}  {'completed' if r.completed else '-':<9}"
         if r.problems:
             line += "  ! " + "; ".join(r.problems)
@@ -107,7 +103,7 @@ class RepairPlan:
         lines = [f"Repair plan for {r.id} ({r.name}):",
                  f"  keep ticket {self.keep.number} (the first original ticket)"]
         if self.extra:
-            lines.append("  delete extra tickets " + ", ".join(str(t.number) for t in self.extra))
+            lines.append("  delete " + registrations.tickets_phrase(self.extra, "extra ticket"))
         else:
             lines.append("  no extra tickets to delete")
         if self.record_completed:
@@ -128,9 +124,10 @@ def plan_repair(db, registration_id):
                         " repaired. Let the worker process it.")
     mismatched = [t for t in registration.tickets if t.name != registration.name]
     if mismatched:
-        numbers = ", ".join(str(t.number) for t in mismatched)
-        raise DeskError(f"{registration.id} is registered as {registration.name!r} but ticket(s)"
-                        f" {numbers} carry another name; not repaired, look at it by hand.")
+        carry = "carries" if len(mismatched) == 1 else "carry"
+        raise DeskError(f"{registration.id} is registered as {registration.name!r} but"
+                        f" {registrations.tickets_phrase(mismatched)} {carry} another name;"
+                        " not repaired, look at it by hand.")
     keep, *extra = registration.tickets
     return RepairPlan(registration, keep, extra, not registration.completed)
 

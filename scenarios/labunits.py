@@ -186,13 +186,6 @@ def state_of(guests):
         db.close()
 
 
-def describe_tickets(registration):
-    if not registration.tickets:
-        return "no ticket"
-    numbers = ", ".join(str(t.number) for t in registration.tickets)
-    return ("ticket " if len(registration.tickets) == 1 else "tickets ") + numbers
-
-
 # ---------------------------------------------------------------- setup
 
 def prepare_workstation(unit, folder):
@@ -253,7 +246,7 @@ def prepare_database(unit, settings, backups):
             if saved:
                 say(f"  your copy: {saved}")
         for r in registrations.all_registrations(db):
-            say(f"  {r.id}  {r.name}: {describe_tickets(r)}")
+            say(f"  {r.id}  {r.name}: {registrations.tickets_phrase(r.tickets)}")
     finally:
         db.close()
 
@@ -672,7 +665,7 @@ def list_units():
         say(f"  N={unit.number:<8} {unit.title} / {heading(unit.path / 'README.ja.md', short=True)}")
         say(f"  {'':<10} scenarios/{unit.folder}/")
     say()
-    say("Companion lessons (fixed-clock SQLite models, no broker):")
+    say("Companion lessons (deterministic SQLite models, no broker):")
     for short, folder in LESSONS.items():
         path = SCENARIOS / folder
         say(f"  N={short:<8} {heading(path / 'README.md')} / {heading(path / 'README.ja.md', short=True)}")

@@ -78,7 +78,7 @@ def test_repair_preview_changes_nothing(lab):
     assert result.stdout.splitlines() == [
         "Repair plan for R-0002 (Normal guest):",
         "  keep ticket 2 (the first original ticket)",
-        "  delete extra tickets 3",
+        "  delete extra ticket 3",
         "  record R-0002 as completed (this ID only)",
         "Nothing has changed yet. To apply this plan: python3 desk.py repair R-0002 --apply",
     ]
@@ -117,7 +117,7 @@ def test_repair_refusals(lab):
         "R-0099": "Unknown registration R-0099: see python3 desk.py status.",
         "R-0002": "R-0002 has no ticket: there is nothing to keep, so it is not repaired."
                   " Let the worker process it.",
-        "R-0003": "R-0003 is registered as 'Right name' but ticket(s) 2 carry another name;"
+        "R-0003": "R-0003 is registered as 'Right name' but ticket 2 carries another name;"
                   " not repaired, look at it by hand.",
     }
     for registration_id, message in cases.items():
@@ -125,3 +125,13 @@ def test_repair_refusals(lab):
             result = lab.run("desk.py", "repair", registration_id, *extra)
             assert (result.returncode, result.stdout, result.stderr) == (1, "", message + "\n")
     assert db_rows(lab) == before
+
+
+def test_repair_preview_names_several_extra_tickets(lab):
+    normal = lab.register("Normal guest")
+    lab.run("worker.py")
+    lab.run("desk.py", "retry", normal)
+    lab.run("desk.py", "retry", normal)
+    assert lab.run("worker.py", "--drain").returncode == 0
+    result = lab.run("desk.py", "repair", normal)
+    assert result.stdout.splitlines()[2] == "  delete extra tickets 3, 4"
