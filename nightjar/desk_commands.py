@@ -84,10 +84,16 @@ def cmd_status(db, settings):
     except broker.BrokerUnavailable as error:
         print(f"Queue {settings.queue}: unknown. {error}")
         return 1
-    unacked = broker.unacknowledged_count(settings)
-    unacked_text = "unacknowledged unknown" if unacked is None else f"{unacked} unacknowledged"
-    print(f"Queue {settings.queue}: {ready} ready, {unacked_text}, {dead} dead-lettered"
+    try:
+        held, why_not = f"{broker.unacknowledged_count(settings)} unacknowledged, ", None
+    except broker.NotCounted as reason:
+        held, why_not = "", reason
+    print(f"Queue {settings.queue}: {ready} ready, {held}{dead} dead-lettered"
           f" (in {settings.dead_letter_queue})")
+    if why_not:
+        print(f"Unacknowledged deliveries: the RabbitMQ management API {why_not}; set"
+              " NIGHTJAR_MANAGEMENT_URL, or run rabbitmqctl list_queues name"
+              " messages_unacknowledged on the broker's machine.")
     return 0
 
 

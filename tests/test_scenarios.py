@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nightjar import broker, queueing
+from labkit import NO_MANAGEMENT_LINE, NO_MANAGEMENT_URL
 from nightjar.config import DEFAULT_AMQP_URL, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +39,8 @@ class UnitEnv:
                                  queue=self.queue)
         self.env = dict(os.environ, NIGHTJAR_AMQP_URL=DEFAULT_AMQP_URL, NIGHTJAR_DB=str(self.db_path),
                         NIGHTJAR_QUEUE=self.queue, NIGHTJAR_WORKSTATION=str(self.workstation),
-                        NIGHTJAR_LOCAL_VAR=str(tmp / "var"), PYTHONUNBUFFERED="1")
+                        NIGHTJAR_LOCAL_VAR=str(tmp / "var"), PYTHONUNBUFFERED="1",
+                        NIGHTJAR_MANAGEMENT_URL=NO_MANAGEMENT_URL)
 
     def script(self, unit, action):
         """Run a unit's ./setup, ./check or ./solve; (exit status, normalised stdout)."""
@@ -49,8 +51,7 @@ class UnitEnv:
 
     def normalise(self, text):
         text = text.replace(str(self.tmp), "<tmp>").replace(self.queue, "<queue>")
-        text = re.sub(r"-\d{8}-\d{6}(-\d+)?\.", "-<stamp>.", text)
-        return re.sub(r"\d+ unacknowledged|unacknowledged unknown", "<unacked>", text)
+        return re.sub(r"-\d{8}-\d{6}(-\d+)?\.", "-<stamp>.", text)
 
     def register(self, name):
         registration_id, queued = queueing.register_at(self.db_path, self.settings, name)
@@ -198,7 +199,8 @@ Registrations (5)
   R-0004  Same name     ticket 4        completed
   R-0005  Same name     ticket 5        completed
 No problems
-Queue <queue>: 0 ready, <unacked>, 0 dead-lettered (in <queue>.dead)
+Queue <queue>: 0 ready, 0 dead-lettered (in <queue>.dead)
+{NO_MANAGEMENT_LINE}
 [Workstation] $ python3 desk.py retry R-0004
 Queued a new delivery of R-0004 (Same name).
 [Workstation] $ python3 worker.py --drain
