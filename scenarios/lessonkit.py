@@ -178,8 +178,10 @@ def setup(lesson_dir):
     print("Nothing to set up: the model keeps its SQLite database in memory, and the same steps"
           " print the same lines every time.")
     print("Start the lesson with:")
-    print(f"  {cd}python3 -i -c '{first_import}'")
-    print(f"Then type the code of each step in {TRANSCRIPT}. ./solve replays all steps, ./check compares them.")
+    print(f"  {cd}python3")
+    print(f"Then type the code of each step, one line at a time, beginning with {first_import}"
+          f" (the guide shows how; {TRANSCRIPT} has every step). ./solve replays all steps,"
+          " ./check compares them.")
     return 0
 
 
