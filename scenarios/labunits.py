@@ -280,13 +280,16 @@ def guide(unit_path, lang="en"):
     return guidetext.guide_file(unit_path, lang).relative_to(ROOT)
 
 
-def ready(folder, lang):
-    """The last lines of a setup: where the guide is, then the guide itself."""
+def ready(folder, lang, workstation_folder=None):
+    """The last lines of a setup: the guide itself, then where to go next."""
     other = "ja" if lang == "en" else "en"
-    say(f"Ready. Guide: {guide(folder, lang)} ({'日本語' if other == 'ja' else 'English'}:"
+    say(f"Ready. The guide follows: {guide(folder, lang)} ({'日本語' if other == 'ja' else 'English'}:"
         f" {guide(folder, other)}; NIGHTJAR_LANG=ja or en chooses)")
     say()
     guidetext.show(folder, lang)
+    say()
+    where = f" Workstation: cd {shlex.quote(str(workstation_folder))}" if workstation_folder else ""
+    say(f"Ready: the guide above is {guide(folder, lang)}.{where}")
 
 
 def setup(unit):
@@ -299,8 +302,7 @@ def setup(unit):
     prepare_workstation(unit, folder)
     prepare_database(unit, settings, folder / BACKUPS)
     prepare_queue(settings)
-    say(f"Workstation: cd {shlex.quote(str(folder))}")
-    ready(unit.path, lang)
+    ready(unit.path, lang, folder)
     return 0
 
 

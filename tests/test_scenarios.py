@@ -74,15 +74,15 @@ def unit_env(tmp_path):
 
 
 def ready_line(unit, lang="en"):
-    """Setup's last lines: where to work, where the guide is, then the guide as plain text."""
+    """Setup's last lines: the guide as plain text, then where to go next."""
     guide, other = {"en": ("README.md", "日本語: README.ja.md"),
                     "ja": ("README.ja.md", "English: README.md")}[lang]
     folder = f"scenarios/{FOLDERS[unit]}/"
     text = (SCENARIOS / FOLDERS[unit] / guide).read_text(encoding="utf-8")
     shown = [line.replace("**", "") for line in text.splitlines() if not line.lstrip().startswith("```")]
-    return ("Workstation: cd <tmp>/ws/ticket-desk\n"
-            f"Ready. Guide: {folder}{guide} ({other.replace(': ', ': ' + folder)};"
-            " NIGHTJAR_LANG=ja or en chooses)\n\n" + "\n".join(shown) + "\n")
+    return (f"Ready. The guide follows: {folder}{guide} ({other.replace(': ', ': ' + folder)};"
+            " NIGHTJAR_LANG=ja or en chooses)\n\n" + "\n".join(shown) + "\n\n"
+            f"Ready: the guide above is {folder}{guide}. Workstation: cd <tmp>/ws/ticket-desk\n")
 
 
 SETUP = {
