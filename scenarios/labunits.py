@@ -718,9 +718,9 @@ NOT_DONE, COULD_NOT = 1, 2
 def run_action(action, target):
     try:
         if isinstance(target, Path):  # a companion lesson: its own scripts
-            lang = guidetext.language()
+            lang = guidetext.language() if action == "setup" else None
             status = subprocess.call([sys.executable, str(target / action)])
-            if action == "setup" and status == 0:
+            if lang and status == 0:
                 ready(target, lang)
             return status
         return {"setup": setup, "check": check, "solve": solve}[action](target)

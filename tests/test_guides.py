@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_scenarios import FOLDERS, UnitEnv  # noqa: F401  (unit_env fixture below)
+from test_scenarios import FOLDERS, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
 from nightjar import labrun
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,13 +117,6 @@ def guests_to_register(unit):
     """The guests the unit's guide registers in Nightjar (the text says so; the unit knows them)."""
     u = labunits.UNITS[unit]
     return u.goal_guests[len(u.start_guests):]
-
-
-@pytest.fixture
-def unit_env(tmp_path):
-    env = UnitEnv(tmp_path)
-    yield env
-    env.cleanup()
 
 
 @pytest.mark.parametrize("unit", [1, 2, 3])
