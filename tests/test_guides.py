@@ -160,3 +160,16 @@ def test_the_lesson_typed_at_the_python_prompt_prints_the_transcript(lesson):
                             capture_output=True, text=True, timeout=60)
     assert result.stdout.splitlines() == [line for s in steps for line in s.expected]
     assert "Error" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("environ, lang", [
+    ({}, "en"),
+    ({"LANG": "ja_JP.UTF-8"}, "ja"),
+    ({"LANG": "ja_JP.UTF-8", "LC_ALL": "C.UTF-8"}, "en"),     # LC_ALL wins, as in gettext
+    ({"LANG": "en_GB.UTF-8", "LC_MESSAGES": "ja_JP"}, "ja"),
+    ({"LANG": "ja_JP.UTF-8", "NIGHTJAR_LANG": "en"}, "en"),   # the setting wins
+    ({"NIGHTJAR_LANG": " JA "}, "ja"),
+])
+def test_the_guide_language_follows_the_locale_unless_chosen(environ, lang):
+    import guidetext
+    assert guidetext.language(environ) == lang
