@@ -122,6 +122,10 @@ def delete_queues(settings):
 class NotCounted(Exception):
     """The management API gave no unacknowledged count; the text says why, in a few words."""
 
+    def __init__(self, reason, answered=False):
+        super().__init__(reason)
+        self.answered = answered  # the API answered, but has no count for the queue yet
+
 
 def unacknowledged_count(settings):
     """Unacknowledged deliveries of the lab's queue, from the management API; NotCounted otherwise.
@@ -155,5 +159,5 @@ def unacknowledged_count(settings):
     if "messages_unacknowledged" not in queue:
         # A queue's first statistics take some seconds to appear.
         raise NotCounted(f"at {redact_url(settings.management_api)} has no count for the queue"
-                         " yet (try again in a few seconds)")
+                         " yet (try again in a few seconds)", answered=True)
     return int(queue["messages_unacknowledged"])

@@ -152,8 +152,8 @@ def node_died(pidfile):
 
 
 def management_port_of(node):
-    url = node.get("management_url")
-    return int(url.rsplit(":", 1)[1].strip("/")) if url else None
+    from urllib.parse import urlsplit
+    return urlsplit(node["management_url"]).port if node.get("management_url") else None
 
 
 def login_of(amqp_url):
@@ -170,7 +170,7 @@ def management_answers(settings):
     try:
         broker.unacknowledged_count(settings)
     except broker.NotCounted as reason:
-        return "does not answer" not in str(reason)
+        return reason.answered
     return True
 
 
