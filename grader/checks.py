@@ -102,7 +102,8 @@ def run_problem(run, what):
         return (f"{what}: the worker did not finish within {run.timeout:g} s, so it was stopped;"
                 " handler.py seems stuck (an endless loop?)", "stuck")
     if "handler.py could not be loaded" in err:
-        return f"handler.py could not be loaded: {_exception_line(err)}", "error"
+        detail = _exception_line(err).removeprefix("handler.py could not be loaded: ")
+        return f"handler.py could not be loaded: {detail}", "error"
     if "acknowledging it twice" in err:
         return (f"{what}: handler.py acknowledged the delivery twice (RabbitMQ closes the"
                 " channel on the second ack: PRECONDITION_FAILED, unknown delivery tag)",
