@@ -40,7 +40,7 @@ def main():
     try:
         build = timed("build the lab's images (--no-cache)", lambda: stack.compose("build", "--no-cache"))
         up = timed("make up after that (until the site answers)", lambda: stack.make("up"))
-        print(f"{"make up cold (sum of the two)":<46} {build + up:6.1f} s")
+        print(f"{'make up cold (sum of the two)':<46} {build + up:6.1f} s")
         timed("make down", lambda: stack.make("down"))
         timed("make up warm (until the site answers)", lambda: stack.make("up"))
         timed("write the unit 3 handler", lambda: stack.workstation(
