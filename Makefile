@@ -51,8 +51,10 @@ units: $(STAMP) ## the lab's units and companion lessons, each starting on its o
 	@$(PY) scenarios/labunits.py list
 
 # The unit targets act on the container lab while `make up` runs it (the same
-# script, inside the Workstation container), else on the local lab.
-LABUNITS = $(if $(shell $(DOCKER_LAB_RUNS) && echo yes),$(COMPOSE) exec -T workstation python3 /app/scenarios/labunits.py,$(PY) scenarios/labunits.py)
+# script, inside the Workstation container, told the learner's language for
+# the guide), else on the local lab.
+GUIDE_LANGUAGE = $(foreach v,NIGHTJAR_LANG LC_ALL LC_MESSAGES LANG,$(if $($(v)),-e $(v)=$($(v))))
+LABUNITS = $(if $(shell $(DOCKER_LAB_RUNS) && echo yes),$(COMPOSE) exec -T $(GUIDE_LANGUAGE) workstation python3 /app/scenarios/labunits.py,$(PY) scenarios/labunits.py)
 
 unit: $(STAMP) ## set up one unit on the live lab, e.g. make unit N=2 (no N: the list)
 	@$(LABUNITS) $(if $(N),setup $(N),list)

@@ -68,8 +68,8 @@ class Stack:
         self.url = f"http://127.0.0.1:{self.site_port}/"
         self.amqp_url = f"amqp://{self.user}:{self.password}@127.0.0.1:{self.amqp_port}/%2F"
 
-    def make(self, *targets, input=None):
-        return run(["make", "--no-print-directory", *targets], self.env, input=input)
+    def make(self, *targets, input=None, **settings):
+        return run(["make", "--no-print-directory", *targets], dict(self.env, **settings), input=input)
 
     def compose(self, *args, input=None):
         return run(["docker-compose", *args], self.env, input=input)

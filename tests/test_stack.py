@@ -153,10 +153,13 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     # Units 2 and 3, set up, checked and solved on the container lab.
     for n in (2, 3):
         setup = stack.make("unit", f"N={n}")
-        assert setup.returncode == 0 and setup.stdout.endswith(f"Workstation: cd {LEARNER_FOLDER}\n"), setup
+        assert setup.returncode == 0 and setup.stdout.endswith(f" Workstation: cd {LEARNER_FOLDER}\n"), setup
         unfinished = stack.make("check-unit", f"N={n}")
-        assert unfinished.returncode != 0 and unfinished.stdout.endswith(
+        assert unfinished.returncode == 0 and unfinished.stdout.endswith(
             f"Unit {n} is not done yet. The guide: scenarios/{labunits.UNITS[n].folder}/README.md\n"), unfinished
+        if n == 2:  # the learner's language goes into the container too
+            in_japanese = stack.make("check-unit", f"N={n}", NIGHTJAR_LANG="ja")
+            assert in_japanese.stdout.endswith(f"/{labunits.UNITS[n].folder}/README.ja.md\n"), in_japanese
         solved = stack.make("solve-unit", f"N={n}")
         assert solved.returncode == 0, solved.stdout + solved.stderr
         done = stack.make("check-unit", f"N={n}")
