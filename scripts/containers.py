@@ -156,6 +156,7 @@ def service_state(compose, service):
 def wait_for_site(compose, port):
     url = f"http://127.0.0.1:{port}/healthz"
     deadline = time.monotonic() + READY_SECONDS
+    restarted_before = service_state(compose, "site")[1]  # counts since the container was created
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=2) as answer:
@@ -164,7 +165,7 @@ def wait_for_site(compose, port):
         except OSError:
             pass
         status, restarts = service_state(compose, "site")
-        if status in ("exited", "dead", "missing") or restarts > 0:
+        if status in ("exited", "dead", "missing") or restarts > restarted_before:
             raise Refused(f"site stopped ({status}) before it answered. Its log: {' '.join(compose)} logs site")
         time.sleep(0.5)
     raise Refused(f"site did not answer at {url} within {READY_SECONDS} s. Its log: {' '.join(compose)} logs site")
