@@ -89,6 +89,8 @@ def host_ports(found):
 
 def is_free(port):
     with socket.socket() as probe:
+        # As Docker binds: a closed connection's TIME_WAIT on the port does not count as taken.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
