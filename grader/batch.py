@@ -267,7 +267,7 @@ def main(options):
     except BatchError as error:
         return cannot_grade(str(error))
     count = sum(handler is not None for _, handler in found)
-    if not options.json:
+    if count and not options.json:
         where = (f"grading broker {redact_url(options.amqp_url)}" if options.amqp_url
                  else "a private RabbitMQ node")
         print(f"Grading {count} submissions in {options.handlers} ({where}, throwaway databases;"

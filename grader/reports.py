@@ -97,7 +97,7 @@ def summary_line(submissions):
     passed = sum(s.passed for s in counted)
     line = (f"All {passed} submissions passed" if counted and passed == len(counted)
             else f"{passed} of {len(counted)} submissions passed")
-    return line + (f"; {skipped} skipped (no handler.py)." if skipped else ".")
+    return line + (f"; {skipped} skipped." if skipped else ".")
 
 
 def batch_json(submissions):
