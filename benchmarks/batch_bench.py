@@ -71,7 +71,8 @@ def main():
         one_by_one = time.monotonic() - start
 
         start = time.monotonic()
-        batch = grader("--handlers", str(folder), "--jobs", str(args.jobs), "--timeout", args.timeout)
+        batch = grader("--handlers", str(folder), "--jobs", str(args.jobs),
+                       "--timeout", args.timeout)
         batched = time.monotonic() - start
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -79,7 +80,8 @@ def main():
     count = len(handlers)
     same = all(verdicts(s["checks"]) == verdicts(single[s["name"]]["checks"])
                for s in batch["submissions"])
-    print(f"{count} submissions, {os.cpu_count()} cores, --jobs {args.jobs}, --timeout {args.timeout}")
+    print(f"{count} submissions, {os.cpu_count()} cores, --jobs {args.jobs},"
+          f" --timeout {args.timeout}")
     print(f"one by one: {one_by_one:6.1f} s  {count / one_by_one * 60:5.1f} submissions/min")
     print(f"batch:      {batched:6.1f} s  {count / batched * 60:5.1f} submissions/min")
     print(f"speed-up:   {one_by_one / batched:.1f}x (goal: at least 3x)")

@@ -138,7 +138,7 @@ class Graders:
 
 
 def grade_one(graders, name, handler, url, options, tmp):
-    """A Submission with the checks of one grader subprocess; never raises for the submission's doing."""
+    """A Submission from one grader subprocess; whatever the submission does, it does not raise."""
     command = [sys.executable, "-m", "grader", "--handler", str(handler), "--skip-live", "--json",
                "--amqp-url", url, "--timeout", f"{options.timeout:g}"]
     tmp.mkdir()

@@ -115,30 +115,36 @@ def _xml_text(text):
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def _explained(check):
+    """A check's reason, and its hint when it failed: the text CI and Gradescope show."""
+    hint = check["hint"] if not check["passed"] else ""
+    return check["reason"] + (f"\nHint: {hint}" if hint else "")
+
+
 def junit(submissions, suite_name="nightjar-grader"):
     """The JUnit XML text: one testsuite per submission, one testcase per check."""
     root = ET.Element("testsuites", name=suite_name)
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     for s in submissions:
         name = _xml_text(s.name)
         suite = ET.SubElement(root, "testsuite", name=name)
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        counts = dict.fromkeys(totals, 0)
         for check in s.checks:
             case = ET.SubElement(suite, "testcase", classname=name, name=_xml_text(check["name"]))
             counts["tests"] += 1
             if not check["passed"]:
                 counts["failures"] += 1
                 reason = _xml_text(check["reason"])
-                failure = ET.SubElement(case, "failure", message=reason, type="check failed")
-                failure.text = reason + (f"\nHint: {_xml_text(check['hint'])}" if check["hint"] else "")
+                ET.SubElement(case, "failure", message=reason,
+                              type="check failed").text = _xml_text(_explained(check))
         if s.status != GRADED:
             # No checks ran: one testcase says why, so the submission is not silently absent.
             case = ET.SubElement(suite, "testcase", classname=name, name="grading")
             counts["tests"] += 1
-            kind = "skipped" if s.status == SKIPPED else "errors"
-            counts[kind] += 1
-            tag = "skipped" if s.status == SKIPPED else "error"
-            ET.SubElement(case, tag, message=_xml_text(s.note), type=s.status).text = _xml_text(s.note)
+            counts["skipped" if s.status == SKIPPED else "errors"] += 1
+            note = _xml_text(s.note)
+            ET.SubElement(case, "skipped" if s.status == SKIPPED else "error", message=note,
+                          type=s.status).text = note
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
@@ -155,12 +161,11 @@ def junit(submissions, suite_name="nightjar-grader"):
 
 def gradescope(submission):
     """Gradescope's results.json for one submission: a point per check, the total as score."""
-    tests = [{"name": c["name"], "score": 1 if c["passed"] else 0, "max_score": 1,
-              "status": "passed" if c["passed"] else "failed",
-              "output": c["reason"] + (f"\nHint: {c['hint']}" if c["hint"] and not c["passed"] else "")}
+    tests = [{"name": c["name"], "score": int(c["passed"]), "max_score": 1,
+              "status": "passed" if c["passed"] else "failed", "output": _explained(c)}
              for c in submission.checks]
-    results = {"score": sum(t["score"] for t in tests), "execution_time": round(submission.seconds, 1),
-               "tests": tests}
+    results = {"score": sum(t["score"] for t in tests),
+               "execution_time": round(submission.seconds, 1), "tests": tests}
     if submission.note:
         results["output"] = f"Cannot grade: {submission.note}"
     return json.dumps(results, ensure_ascii=False, indent=2) + "\n"

@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from grader.node import PrivateNode
 from labkit import HANDLERS, ROOT, processes_mentioning
 
 WRONG = ROOT / "tests" / "handlers"
@@ -40,17 +39,7 @@ def make_class(folder, handlers):
 
 
 @pytest.fixture(scope="module")
-def node():
-    node = PrivateNode().start()
-    try:
-        node.wait_ready()
-        yield node.url
-    finally:
-        node.stop()
-
-
-@pytest.fixture(scope="module")
-def both_ways(node, tmp_path_factory):
+def both_ways(grading_broker, tmp_path_factory):
     """The class graded one by one (two at a time) and as one batch, on the same node."""
     tmp = tmp_path_factory.mktemp("class")
     folder = make_class(tmp / "class", CLASS)
@@ -60,12 +49,12 @@ def both_ways(node, tmp_path_factory):
         extra = ["--junit", str(reports["junit"]), "--gradescope", str(reports["gradescope"])] \
             if name == "Ana López" else []
         result = grader("--handler", str(folder / name / "handler.py"), "--skip-live", "--json",
-                        "--amqp-url", node, "--timeout", TIMEOUT, *extra)
+                        "--amqp-url", grading_broker, "--timeout", TIMEOUT, *extra)
         return result.returncode, json.loads(result.stdout)
 
     with ThreadPoolExecutor(2) as pool:
         singles = dict(zip(CLASS, pool.map(single, CLASS)))
-    batch = grader("--handlers", str(folder), "--json", "--amqp-url", node, "--jobs", "2",
+    batch = grader("--handlers", str(folder), "--json", "--amqp-url", grading_broker, "--jobs", "2",
                    "--timeout", TIMEOUT, "--junit", str(tmp / "class.xml"))
     return singles, batch, ET.parse(tmp / "class.xml").getroot(), reports
 
@@ -118,7 +107,8 @@ def test_single_run_writes_junit_and_gradescope(both_ways):
     root = ET.parse(reports["junit"]).getroot()
     (suite,) = root.findall("testsuite")
     assert suite.get("name").endswith("Ana López/handler.py")
-    assert [c.get("name") for c in suite.findall("testcase")] == [c["name"] for c in single["checks"]]
+    names = [c.get("name") for c in suite.findall("testcase")]
+    assert names == [c["name"] for c in single["checks"]]
     assert suite.get("failures") == str(sum(not c["passed"] for c in single["checks"]))
 
     results = json.loads(reports["gradescope"].read_text(encoding="utf-8"))
@@ -165,7 +155,8 @@ def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
     folder = tmp_path / "class"
     # In name order, so the one that freezes starts first and the others run beside it.
     submissions = {"freezes its grader": HANGS_ITS_GRADER, "good": GOOD,
-                   "prints 8 MB": FLOODS_ITS_WORKER, "writes into its grader's stdout": FLOODS_ITS_GRADER}
+                   "prints 8 MB": FLOODS_ITS_WORKER,
+                   "writes into its grader's stdout": FLOODS_ITS_GRADER}
     for name, text in submissions.items():
         (folder / name).mkdir(parents=True)
         (folder / name / "handler.py").write_text(text)
@@ -189,14 +180,16 @@ def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
         " was cut off",
     }
     rows = [
-        "freezes its grader               ERROR   -       grading took longer than 20 s and was stopped",
+        "Submission                       Result  Checks  First failing check or note",
+        "freezes its grader               ERROR   -       grading took longer than 20 s and was"
+        " stopped",
         "good                             PASS    6/6",
         "prints 8 MB                      PASS    6/6",
         "writes into its grader's stdout  ERROR   -       the grader's output passed 1048576 bytes"
         " and was cut off",
     ]
-    assert lines[5:] == ["", "Submission                       Result  Checks  First failing check or note",
-                         "-" * max(map(len, rows)), *rows, "", "2 of 4 submissions passed."]
+    assert lines[5:] == ["", rows[0], "-" * max(map(len, rows)), *rows[1:], "",
+                         "2 of 4 submissions passed."]
     # Nothing is left: no grader, worker or node process, no temporary file.
     assert processes_mentioning(str(tmp_path)) == []
     assert list(scratch.iterdir()) == []
@@ -213,7 +206,8 @@ def test_missing_or_empty_folder_is_one_line(tmp_path):
     assert (empty.returncode, empty.stderr) == (2, "")
     assert json.loads(empty.stdout) == {
         "passed": False, "submissions": [],
-        "error": f"{tmp_path} is empty: it should hold one folder per submission, each with a handler.py"}
+        "error": f"{tmp_path} is empty: it should hold one folder per submission,"
+                 " each with a handler.py"}
 
 
 def test_skipped_and_refused_folders_are_listed_and_not_graded(tmp_path):
@@ -227,17 +221,13 @@ def test_skipped_and_refused_folders_are_listed_and_not_graded(tmp_path):
     (folder / "handler link" / "handler.py").symlink_to(outside / "elsewhere" / "handler.py")
     result = grader("--handlers", str(folder), "--junit", str(tmp_path / "class.xml"))
     assert result.returncode == 2
+    rows = [f"handler link  REFUSED  -       refused: handler.py links to a file outside {folder}",
+            f"link out      REFUSED  -       refused: a link to a folder outside {folder}",
+            "no handler    SKIPPED  -       no handler.py",
+            "notes.txt     SKIPPED  -       not a folder"]
     assert result.stdout.splitlines() == [
-        "",
-        "Submission    Result   Checks  First failing check or note",
-        "-" * len(f"handler link  REFUSED  -       refused: handler.py links to a file outside {folder}"),
-        f"handler link  REFUSED  -       refused: handler.py links to a file outside {folder}",
-        f"link out      REFUSED  -       refused: a link to a folder outside {folder}",
-        "no handler    SKIPPED  -       no handler.py",
-        "notes.txt     SKIPPED  -       not a folder",
-        "",
-        "0 of 2 submissions passed; 2 skipped.",
-    ]
+        "", "Submission    Result   Checks  First failing check or note", "-" * len(rows[0]),
+        *rows, "", "0 of 2 submissions passed; 2 skipped."]
     assert result.stderr == f"Cannot grade: no folder in {folder} holds a handler.py.\n"
     suites = ET.parse(tmp_path / "class.xml").getroot().findall("testsuite")
     assert [(s.get("name"), s.get("errors"), s.get("skipped")) for s in suites] == [

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from grader import live
-from grader.node import PrivateNode
 from labkit import HANDLERS, ROOT, processes_mentioning as _processes_mentioning
 from nightjar import broker, db as database
 from nightjar.config import Settings
@@ -36,16 +35,6 @@ GRADED = {
     **{path.stem: (path, ["--timeout", "2"] if path.stem == "endless_loop" else [])
        for path in sorted(WRONG.glob("*.py"))},
 }
-
-
-@pytest.fixture(scope="session")
-def grading_broker():
-    node = PrivateNode().start()
-    try:
-        node.wait_ready()
-        yield node.url
-    finally:
-        node.stop()
 
 
 def grade(handler, *options, amqp_url=None, env=None, timeout=120):
