@@ -144,7 +144,7 @@ def grade_one(graders, name, handler, url, options, tmp):
     tmp.mkdir()
     # The grader's throwaway databases and Workstation copy land in tmp, which
     # the batch deletes even when it had to kill the grader.
-    env = dict(os.environ, TMPDIR=str(tmp), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, TMPDIR=str(tmp))
     start = time.monotonic()
     process = graders.start(command, env)
     out, err = Capped(process.stdout, OUTPUT_LIMIT), Capped(process.stderr, ERRORS_LIMIT)
