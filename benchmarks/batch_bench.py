@@ -55,7 +55,7 @@ def verdicts(checks):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--timeout", default="10", help="the grader's --timeout (default 10)")
     args = parser.parse_args()
     handlers = the_class()
@@ -80,7 +80,7 @@ def main():
     count = len(handlers)
     same = all(verdicts(s["checks"]) == verdicts(single[s["name"]]["checks"])
                for s in batch["submissions"])
-    print(f"{count} submissions, {os.cpu_count()} cores, --jobs {args.jobs},"
+    print(f"{count} submissions, {len(os.sched_getaffinity(0))} cores, --jobs {args.jobs},"
           f" --timeout {args.timeout}")
     print(f"one by one: {one_by_one:6.1f} s  {count / one_by_one * 60:5.1f} submissions/min")
     print(f"batch:      {batched:6.1f} s  {count / batched * 60:5.1f} submissions/min")

@@ -60,7 +60,10 @@ def discover(folder):
     if not base.is_dir():
         raise BatchError(f"no folder at {folder}")
     real = base.resolve()
-    entries = sorted(base.iterdir(), key=lambda p: (p.name.casefold(), p.name))
+    try:
+        entries = sorted(base.iterdir(), key=lambda p: (p.name.casefold(), p.name))
+    except OSError as error:
+        raise BatchError(f"cannot read {folder}: {error.strerror}") from None
     if not entries:
         raise BatchError(f"{folder} is empty: it should hold one folder per submission,"
                          " each with a handler.py")

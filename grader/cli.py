@@ -55,10 +55,10 @@ def parse_options(argv):
     group = parser.add_argument_group("grading a class (see grader/batch.py)")
     group.add_argument("--handlers", type=Path, metavar="DIR",
                        help="grade every subfolder of DIR that holds a handler.py, on one broker")
-    group.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+    group.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
                        help="submissions graded at the same time (default: the number of cores)")
-    group.add_argument("--submission-timeout", type=float, default=300.0, metavar="SECONDS",
-                       help="how long one submission's grading may take (default 300)")
+    group.add_argument("--submission-timeout", type=float, default=120.0, metavar="SECONDS",
+                       help="how long one submission's grading may take (default 120)")
     options = parser.parse_args(argv)
     if options.handlers is not None:
         if options.handler or options.live_db or options.skip_live_queue:

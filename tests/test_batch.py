@@ -149,13 +149,15 @@ import os, signal
 def handle(ch, delivery, job, db, pause):
     os.kill(os.getppid(), signal.SIGSTOP)
 """)
+# Kills its grader outright.
+KILLS_ITS_GRADER = HANGS_ITS_GRADER.replace("SIGSTOP", "SIGKILL")
 
 
 def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
     folder = tmp_path / "class"
     # In name order, so the one that freezes starts first and the others run beside it.
     submissions = {"freezes its grader": HANGS_ITS_GRADER, "good": GOOD,
-                   "prints 8 MB": FLOODS_ITS_WORKER,
+                   "kills its grader": KILLS_ITS_GRADER, "prints 8 MB": FLOODS_ITS_WORKER,
                    "writes into its grader's stdout": FLOODS_ITS_GRADER}
     for name, text in submissions.items():
         (folder / name).mkdir(parents=True)
@@ -167,14 +169,15 @@ def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
                     env=dict(os.environ, TMPDIR=str(scratch)), timeout=180)
     lines = result.stdout.splitlines()
     assert result.returncode == 1, result.stdout + result.stderr
-    assert lines[0] == (f"Grading 4 submissions in {folder} (a private RabbitMQ node,"
+    assert lines[0] == (f"Grading 5 submissions in {folder} (a private RabbitMQ node,"
                         " throwaway databases; 2 at a time)")
-    # Progress in the order the gradings finish: "N of 4  NAME: VERDICT (SECONDS s)".
-    progress = lines[1:5]
-    assert sorted(line.split("  ")[0] for line in progress) == [f"{n} of 4" for n in range(1, 5)]
+    # Progress in the order the gradings finish: "N of 5  NAME: VERDICT (SECONDS s)".
+    progress = lines[1:6]
+    assert sorted(line.split("  ")[0] for line in progress) == [f"{n} of 5" for n in range(1, 6)]
     assert {line.split("  ", 1)[1].rsplit(" (", 1)[0] for line in progress} == {
         "freezes its grader: ERROR: grading took longer than 20 s and was stopped",
         "good: PASS, 6/6 checks passed",
+        "kills its grader: ERROR: the grader was killed by signal 9",
         "prints 8 MB: PASS, 6/6 checks passed",
         "writes into its grader's stdout: ERROR: the grader's output passed 1048576 bytes and"
         " was cut off",
@@ -184,12 +187,13 @@ def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
         "freezes its grader               ERROR   -       grading took longer than 20 s and was"
         " stopped",
         "good                             PASS    6/6",
+        "kills its grader                 ERROR   -       the grader was killed by signal 9",
         "prints 8 MB                      PASS    6/6",
         "writes into its grader's stdout  ERROR   -       the grader's output passed 1048576 bytes"
         " and was cut off",
     ]
-    assert lines[5:] == ["", rows[0], "-" * max(map(len, rows)), *rows[1:], "",
-                         "2 of 4 submissions passed."]
+    assert lines[6:] == ["", rows[0], "-" * max(map(len, rows)), *rows[1:], "",
+                         "2 of 5 submissions passed."]
     # Nothing is left: no grader, worker or node process, no temporary file.
     assert processes_mentioning(str(tmp_path)) == []
     assert list(scratch.iterdir()) == []
