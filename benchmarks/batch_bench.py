@@ -36,14 +36,8 @@ def the_class():
 
 
 def grader(*args):
-    for attempt in (1, 2):
-        result = subprocess.run([sys.executable, "-m", "grader", "--json", *args], cwd=ROOT,
-                                capture_output=True, text=True)
-        # A free port chosen for a private node can be taken by another program
-        # before the node binds it; that run is repeated once.
-        if not (result.returncode == 2 and "eaddrinuse" in result.stdout):
-            break
-        print(f"(repeated a run whose private node lost its port: {args[1]})")
+    result = subprocess.run([sys.executable, "-m", "grader", "--json", *args], cwd=ROOT,
+                            capture_output=True, text=True)
     if result.returncode not in (0, 1):
         sys.exit(f"grading failed (status {result.returncode}): {result.stdout}{result.stderr}")
     return json.loads(result.stdout)

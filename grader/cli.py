@@ -16,7 +16,7 @@ from pathlib import Path
 from nightjar import broker
 from nightjar.config import Settings, redact_url
 
-from . import batch, checks, live, reports
+from . import checks, live, reports
 from .lab import ROOT, Lab, Processes, Workstation
 from .node import NodeError, PrivateNode
 
@@ -116,7 +116,6 @@ def grade(options, timings=None):
                     return [], f"cannot reach the grading broker given with --amqp-url. {reason}"
             else:
                 node = PrivateNode(base=scratch, remove_if_orphaned=scratch).start()
-                url = node.url
         # While the node boots: the Workstation copy and the live results.
         workstation = Workstation(scratch / "workstation", handler)
         live_results = []
@@ -126,6 +125,7 @@ def grade(options, timings=None):
         with timings.measure("broker_start"):
             if node is not None:
                 node.wait_ready()
+                url = node.url
 
         def make_lab(label):
             return Lab(scratch / "labs", workstation, url, label, run_timeout=options.timeout,
@@ -176,6 +176,7 @@ def main(argv=None):
     started = time.monotonic()
     try:
         if options.handlers is not None:
+            from . import batch  # only a class run needs it
             return batch.main(options)
         results, error = grade(options)
     except KeyboardInterrupt:

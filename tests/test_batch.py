@@ -9,13 +9,16 @@ refused in one line.
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 
+import pika
 import pytest
 
+from grader.node import PrivateNode
 from labkit import HANDLERS, ROOT, processes_mentioning
 
 WRONG = ROOT / "tests" / "handlers"
@@ -197,6 +200,21 @@ def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
     # Nothing is left: no grader, worker or node process, no temporary file.
     assert processes_mentioning(str(tmp_path)) == []
     assert list(scratch.iterdir()) == []
+
+
+def test_the_private_node_starts_again_when_another_program_takes_its_port():
+    node = PrivateNode().start()
+    taken = node.port
+    # Bound before the node's Erlang VM has booted far enough to listen.
+    with socket.socket() as other_program:
+        other_program.bind(("127.0.0.1", taken))
+        other_program.listen()
+        try:
+            node.wait_ready()
+            assert node.port != taken
+            pika.BlockingConnection(pika.URLParameters(node.url)).close()
+        finally:
+            node.stop()
 
 
 # ---- bad input ------------------------------------------------------------------------------
