@@ -291,5 +291,8 @@ def main(options):
             print("Cannot grade: " + (f"none of the {count} submissions could be graded." if count
                                       else f"no folder in {options.handlers} holds a handler.py."),
                   file=sys.stderr)
-    reports.save(options, submissions)
+    problem = reports.save(options, submissions)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     return status

@@ -183,8 +183,11 @@ def main(argv=None):
         print("Grading interrupted; the private broker and the workers were stopped.",
               file=sys.stderr)
         return 130
-    reports.save(options, [reports.single(str(handler), results, error,
-                                          time.monotonic() - started)])
+    problem = reports.save(options, [reports.single(str(handler), results, error,
+                                                    time.monotonic() - started)])
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     if error:
         if options.json:
             print(json.dumps({"passed": False, "error": error, "checks": []}))

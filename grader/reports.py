@@ -173,13 +173,17 @@ def gradescope(submission):
 
 
 def save(options, submissions):
-    """Write the --junit and --gradescope files the options ask for."""
-    if getattr(options, "junit", None):
-        with open(options.junit, "w", encoding="utf-8") as out:
-            out.write(junit(submissions))
-    if getattr(options, "gradescope", None):
-        with open(options.gradescope, "w", encoding="utf-8") as out:
-            out.write(gradescope(submissions[0]))
+    """Write the --junit and --gradescope files the options ask for; a one-line error or None."""
+    files = [(getattr(options, "junit", None), junit),
+             (getattr(options, "gradescope", None), lambda subs: gradescope(subs[0]))]
+    for path, render in files:
+        if path:
+            try:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.write(render(submissions))
+            except OSError as error:
+                return f"Cannot write {path}: {error.strerror}"
+    return None
 
 
 def single(name, results, error, seconds):
