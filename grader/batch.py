@@ -113,13 +113,15 @@ class Graders:
     """The grader subprocesses running now, so Ctrl+C can stop them all."""
 
     def __init__(self):
-        self.lock, self.running = threading.Lock(), set()
+        self.lock, self.running, self.stopping = threading.Lock(), set(), False
 
     def start(self, command, env):
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True)
-        with self.lock:
+        with self.lock:  # none may start once stop_all() has begun
+            if self.stopping:
+                raise RuntimeError("grading was stopped")
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       start_new_session=True)
             self.running.add(process)
         return process
 
@@ -135,6 +137,7 @@ class Graders:
 
     def stop_all(self):
         with self.lock:
+            self.stopping = True
             running = list(self.running)
         for process in running:
             self.stop(process)
