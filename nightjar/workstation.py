@@ -9,7 +9,9 @@ import signal
 import sys
 import traceback
 
-from . import broker, db as database
+import pika.exceptions
+
+from . import broker, db as database, events
 from .config import Settings
 from .messages import BadMessage, decode_job
 
@@ -53,6 +55,7 @@ def import_handler():
     try:
         return importlib.import_module("handler")
     except Exception as error:
+        events.record("load-failed", **events.error_fields(error))
         print("handler.py could not be loaded; fix it and run the worker again:", file=sys.stderr)
         traceback.print_exception(error, file=sys.stderr)
         raise SystemExit(1)
@@ -79,11 +82,15 @@ class Session:
             if delivery is None:
                 return None, None
             try:
-                return delivery, decode_job(body)
+                job = decode_job(body)
             except BadMessage as reason:
                 self.channel.basic_nack(delivery.delivery_tag, requeue=False)
                 print(f"Set aside a message that is {reason}; it is in the dead-letter queue"
                       f" {self.settings.dead_letter_queue}.")
+                continue
+            events.record("received", id=job["id"], name=job["name"],
+                          redelivered=delivery.redelivered, tag=delivery.delivery_tag)
+            return delivery, job
 
 
 @contextlib.contextmanager
@@ -128,7 +135,11 @@ class Pause:
 
 
 class TrackedChannel:
-    """The channel handed to handle(), remembering whether the delivery was settled."""
+    """The channel handed to handle(), remembering whether the delivery was settled.
+
+    Each ack, nack and reject that reaches RabbitMQ is also recorded as an
+    event (see events.py), and so is a lost connection.
+    """
 
     def __init__(self, channel):
         self._channel = channel
@@ -136,19 +147,28 @@ class TrackedChannel:
 
     def basic_ack(self, delivery_tag=0, multiple=False):
         if delivery_tag in self.acknowledged:
+            events.record("double-ack", tag=delivery_tag)
             raise RuntimeError(
                 f"delivery {delivery_tag} was already acknowledged;"
                 " acknowledging it twice would close the channel"
             )
-        self._channel.basic_ack(delivery_tag, multiple)
-        self.acknowledged.add(delivery_tag)
+        self._settle("basic_ack", delivery_tag, multiple)
+        events.record("ack", tag=delivery_tag, multiple=multiple)
 
     def basic_nack(self, delivery_tag=0, multiple=False, requeue=True):
-        self._channel.basic_nack(delivery_tag, multiple, requeue)
-        self.acknowledged.add(delivery_tag)
+        self._settle("basic_nack", delivery_tag, multiple, requeue)
+        events.record("nack", tag=delivery_tag, multiple=multiple, requeue=requeue)
 
     def basic_reject(self, delivery_tag=0, requeue=True):
-        self._channel.basic_reject(delivery_tag, requeue)
+        self._settle("basic_reject", delivery_tag, requeue)
+        events.record("reject", tag=delivery_tag, requeue=requeue)
+
+    def _settle(self, method, delivery_tag, *args):
+        try:
+            getattr(self._channel, method)(delivery_tag, *args)
+        except pika.exceptions.AMQPError as error:
+            events.record("connection-lost", during=method, **events.error_fields(error))
+            raise
         self.acknowledged.add(delivery_tag)
 
     def __getattr__(self, name):
@@ -157,6 +177,7 @@ class TrackedChannel:
 
 def report_handler_error(error, job, acknowledged):
     """Show the learner's traceback (from handler.py on) and what happens to the job."""
+    events.record("raised", id=job["id"], **events.error_fields(error))
     print(f"handler.py raised an error while processing {job['id']}:", file=sys.stderr)
     traceback.print_exception(type(error), error, error.__traceback__.tb_next, file=sys.stderr)
     if acknowledged:
@@ -169,17 +190,21 @@ def report_handler_error(error, job, acknowledged):
 
 def check_after_handler(job, db, pause, acknowledged):
     """Problems the handler left behind, each printed on one line; True when there were none."""
+    events.record("returned", id=job["id"])
     ok = True
     if db.in_transaction:
         db.rollback()
+        events.record("transaction-open", id=job["id"])
         print(f"handler.py left a transaction open, so its writes for {job['id']} were rolled"
               " back: put them inside 'with db:'.", file=sys.stderr)
         ok = False
     if pause.point and not pause.reached:
+        events.record("pause-not-reached", id=job["id"], point=pause.point)
         print(f"Pause point {pause.point} was never reached: handler.py has no"
               f" checkpoint(pause, '{pause.point}') on this path.", file=sys.stderr)
         ok = False
     if not acknowledged:
+        events.record("no-ack", id=job["id"])
         print(f"handler.py returned without acknowledging {job['id']}:"
               " RabbitMQ will deliver it again once this worker exits.", file=sys.stderr)
         ok = False

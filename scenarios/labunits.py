@@ -38,7 +38,7 @@ except ImportError:
     sys.exit(f"{sys.executable} has no pika: use the lab's Python (make unit N=..., or"
              f" source {ROOT / '.venv' / 'bin' / 'activate'} first; make venv creates it).")
 from nightjar import broker, db as database, labrun, queueing, registrations  # noqa: E402
-from nightjar.config import Settings  # noqa: E402
+from nightjar.config import Settings, workstation_folder  # noqa: E402
 
 SCENARIOS = ROOT / "scenarios"
 TICKET_DESK = ROOT / "ticket-desk"
@@ -94,8 +94,7 @@ def heading(readme, short=False):
 
 def workstation():
     """The learner's Workstation folder."""
-    return Path(os.environ.get("NIGHTJAR_WORKSTATION")
-                or ROOT / "workstation" / "ticket-desk").resolve()
+    return workstation_folder()
 
 
 def say(line=""):
