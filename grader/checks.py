@@ -22,7 +22,8 @@ from nightjar.messages import REGISTRATION_ID
 from nightjar.registrations import MAX_NAME_LENGTH
 
 from .findings import (EFFECT_NEVER, EFFECT_WHERE, HINTS, REASON_LIMIT, Fail, NotApplicable,
-                       Result, dead_letters, fail_on_problem, loss_cause, not_back, settle_call)
+                       Result, dead_letters, fail_on_problem, loss_cause, name_text, not_back,
+                       settle_call)
 from .lab import Lab, Workstation
 
 # Guests' names are data: a quote breaks SQL pasted together from them, and
@@ -100,9 +101,12 @@ def check_tickets(lab, registration_id, name, context, run=None):
         numbers = ", ".join(str(number) for number, _ in tickets)
         raise Fail(f"{context} wrote a second ticket: {registration_id} has {len(tickets)}"
                    f" tickets ({numbers})", "duplicate")
-    if tickets[0][1] != name:
+    written = tickets[0][1]
+    if written != name:
+        lengths = (f" ({len(written)} characters instead of {len(name)})"
+                   if len(written) != len(name) else "")
         raise Fail(f"{context} wrote the ticket of {registration_id} with the name"
-                   f" {tickets[0][1]!r} instead of {name!r}", "wrong-name")
+                   f" {name_text(written)} instead of {name_text(name)}{lengths}", "wrong-name")
 
 
 def expect_acked(lab, registration_id, context, run):
@@ -378,9 +382,9 @@ def combine(check, outcomes):
         reason, hint = failures[0]
         more = ""
         if len(failures) == 2:
-            more = " (one more interruption of this check failed too)"
+            more = " (one more of this check's trials failed too)"
         elif len(failures) > 2:
-            more = f" ({len(failures) - 1} more interruptions of this check failed too)"
+            more = f" ({len(failures) - 1} more of this check's trials failed too)"
         reason = shorten(reason, REASON_LIMIT - len(more)) + more
         return Result(check.name, False, _sentence(reason), hint)
     passed = [text for status, text, _ in outcomes if status == "pass"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from nightjar.events import shorten
 
 REASON_LIMIT = 300
+NAME_LIMIT = 40  # a name quoted inside a reason (names may be 80 characters long)
 
 UNIT2 = 'Revisit unit 2 "Acknowledge only completed work"'
 UNIT3 = 'Revisit unit 3 "Repeat database results safely"'
@@ -34,6 +35,8 @@ HINTS = {
                  " the delivery stays unacknowledged and RabbitMQ delivers it again.",
     "connection": f"{UNIT2}: use the channel handle() is given as it is: acknowledge once with"
                   " ch.basic_ack(delivery.delivery_tag) and do not close the channel.",
+    "raised": "python3 worker.py shows the error's whole traceback: fix the line of handler.py"
+              " it names, and let errors propagate so that RabbitMQ delivers the job again.",
     "error": f"{UNIT3}: re-copy the handler from the step, keeping its 4-space indentation;"
              " python3 worker.py shows the full error.",
     "stuck": f"{UNIT3}: handle() must return; re-copy the handler from the step.",
@@ -94,11 +97,16 @@ class Result:
 
 
 def describe_error(event):
-    """'OperationalError: near "Neill": syntax error (handler.py line 9)' from a raised event."""
-    text = event["type"] + (f": {event['message']}" if event.get("message") else "")
+    """'OperationalError (handler.py line 9): near "Neill": syntax error' from an event."""
+    text = event["type"]
     if event.get("where"):
         text += f" ({event['where'].replace(':', ' line ')})"
-    return text
+    return text + (f": {event['message']}" if event.get("message") else "")
+
+
+def name_text(name):
+    """A guest's name for a reason: quoted, its start only when it is long."""
+    return repr(shorten(name, NAME_LIMIT, mark="…"))
 
 
 def _quoted_name(run, registration_id):
@@ -130,9 +138,9 @@ def run_problem(run, what):
         reason = f"{what}: handler.py raised {describe_error(raised)}"
         name = _quoted_name(run, raised["id"])
         if raised["type"] == "OperationalError" and name:
-            return (f"{reason}; the guest's name {name!r} holds a quote, which breaks SQL"
-                    " that has the name pasted into its text", "sql-data")
-        return reason, "error"
+            return (f"{reason}; the guest's name {name_text(name)} holds a quote, which breaks"
+                    " SQL that has the name pasted into its text", "sql-data")
+        return reason, "raised"
     if run.first("no-ack"):
         return (f"{what}: handler.py returned without acknowledging the delivery, so RabbitMQ"
                 " still holds it and would deliver it again", "no-ack")

@@ -43,12 +43,12 @@ MESSAGE_LIMIT = 200
 SHORTENED = "… [shortened]"
 
 
-def shorten(text, limit=MESSAGE_LIMIT):
-    """text, or its start marked with SHORTENED, at most `limit` characters in all."""
+def shorten(text, limit=MESSAGE_LIMIT, mark=SHORTENED):
+    """text, or its start followed by `mark`, at most `limit` characters in all."""
     text = str(text)
     if len(text) <= limit:
         return text
-    return text[:limit - len(SHORTENED)] + SHORTENED
+    return text[:limit - len(mark)] + mark
 
 
 def record(event, **fields):
