@@ -274,7 +274,7 @@ class Lab:
             command += ["--stop", stop]
         if db_timeout is not None:
             command += ["--db-timeout", str(db_timeout)]
-        command += ["--", "worker.py", *args]
+        command += ["--", str(self.workstation.folder / "worker.py"), *args]
         if interrupt_at:
             command += ["--pause", interrupt_at]
 
