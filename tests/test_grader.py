@@ -7,6 +7,7 @@ the end-to-end tests at the bottom let the grader start and stop its own.
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -442,3 +443,30 @@ def test_missing_handler_is_reported_not_crashed(tmp_path):
     assert result.returncode == 2
     report = json.loads(result.stdout)
     assert report["passed"] is False and "no handler.py at" in report["error"]
+
+
+def test_the_grader_grades_the_workstation_folder_of_nightjar_workstation(tmp_path):
+    """The handler.py the unit scripts check (NIGHTJAR_WORKSTATION), not another one."""
+    folder = tmp_path / "my-desk"
+    env = dict(os.environ, NIGHTJAR_WORKSTATION=str(folder))
+    result = subprocess.run([sys.executable, "-m", "grader", "--skip-live", "--json"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert json.loads(result.stdout) == {
+        "passed": False, "error": f"no handler.py at {folder / 'handler.py'}", "checks": []}
+
+
+@pytest.mark.parametrize("case", ["checks failed", "cannot grade"])
+def test_make_grade_local_names_the_graders_own_exit_status(grading_broker, tmp_path, case):
+    """GNU make exits 2 for any failing recipe; the last lines keep 1 and 2 apart."""
+    if case == "checks failed":
+        status, args = 1, f"--handler {HANDLERS['unit2']} --amqp-url {grading_broker}"
+    else:
+        status, args = 2, f"--handler {tmp_path / 'handler.py'}"
+    result = subprocess.run(
+        ["make", "--no-print-directory", "grade-local", f"GRADE_ARGS=--skip-live {args}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    said, made = result.stderr.splitlines()[-2:]
+    assert said == f"The grader exited with status {status} ({case})."
+    assert re.fullmatch(rf"make: \*\*\* \[Makefile:\d+: grade-local\] Error {status}", made), made
