@@ -64,10 +64,14 @@ def record(event, **fields):
         os.close(fd)
 
 
-def error_fields(error):
-    """type, bounded message and where (the last handler.py line involved) of an exception."""
+def error_fields(error, stack=()):
+    """type, bounded message and where (the last handler.py line involved) of an exception.
+
+    stack: the frames above the one catching it (traceback.extract_stack()),
+    when the error is caught below handle() and handler.py's line is up there.
+    """
     where = ""
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+    frames = [frame for frame in [*stack, *traceback.extract_tb(error.__traceback__)]
               if os.path.basename(frame.filename) == "handler.py"]
     if frames:
         where = f"handler.py:{frames[-1].lineno}"

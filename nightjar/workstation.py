@@ -167,7 +167,8 @@ class TrackedChannel:
         try:
             getattr(self._channel, method)(delivery_tag, *args)
         except pika.exceptions.AMQPError as error:
-            events.record("connection-lost", during=method, **events.error_fields(error))
+            events.record("connection-lost", during=method,
+                          **events.error_fields(error, traceback.extract_stack()))
             raise
         self.acknowledged.add(delivery_tag)
 

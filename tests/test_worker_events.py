@@ -92,3 +92,20 @@ def test_an_unreadable_line_is_kept_not_skipped(tmp_path):
     assert events.read(path) == [{"event": "received", "id": "R-0002"},
                                  {"event": "unreadable", "text": '{"event": "ack", "ta'}]
     assert events.read(tmp_path / "absent.jsonl") == []
+
+
+def test_a_channel_gone_before_the_ack_is_recorded(lab, tmp_path):
+    events_file = tmp_path / "events.jsonl"
+    lab.extra_env[events.ENV] = str(events_file)
+    (lab.workdir / "handler.py").write_text(
+        "def handle(ch, delivery, job, db, pause):\n"
+        "    ch.close()\n"
+        "    ch.basic_ack(delivery.delivery_tag)\n")
+    lab.register(GUEST)
+    run = lab.run("worker.py")
+    assert run.returncode == 1
+    kinds = [event["event"] for event in events.read(events_file)]
+    assert kinds == ["received", "connection-lost", "raised"]
+    lost = events.read(events_file)[1]
+    assert (lost["during"], lost["type"], lost["where"]) == (
+        "basic_ack", "ChannelWrongStateError", "handler.py:3")
