@@ -42,6 +42,10 @@ def interrupt(lab, registration_id, point, *, required=True, on_pause=None):
     run = lab.run(interrupt_at=point, on_pause=on_pause)
     how = f"Ctrl+C at checkpoint {point}"
     if run.paused:
+        if not any(event["event"] == "paused" and event["point"] == point for event in run.events):
+            raise Fail(f"handler.py printed 'Paused {point}.' itself, without calling"
+                       f" checkpoint(pause, '{point}'), so the interruption came at the wrong"
+                       " moment", "checkpoint")
         if run.timed_out:
             raise Fail(f"after {how} the worker did not stop within {run.timeout:g} s", "stuck")
         if run.returncode != 130:

@@ -19,6 +19,7 @@ Every object has "event" (its kind); the other fields by kind:
     double-ack         tag                         a second ack of one delivery, refused
     no-ack             id                          handle() returned without settling it
     transaction-open   id                          handle() left a transaction open (rolled back)
+    paused             point                       checkpoint() stopped at the --pause point
     pause-not-reached  id, point                   the --pause checkpoint never came
     connection-lost    during, type, message       RabbitMQ's connection or channel went away
 

@@ -192,6 +192,9 @@ WRONG_EXPECTED = {
                               " R-0002 with basic_reject(requeue=False) instead of acknowledging"
                               " it, so RabbitMQ moved it to the dead-letter queue, where no"
                               " worker takes it", "dead-letter queue"),
+    "fake_pause": ({2, 3, 4, 6}, 2, "handler.py printed 'Paused before-write.' itself, without"
+                   " calling checkpoint(pause, 'before-write'), so the interruption came at the"
+                   " wrong moment", "checkpoint(pause, ...)"),
     "huge_error": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002: handler.py raised"
                    f" ValueError (handler.py line 3): {HUGE}", "whole traceback"),
 }
