@@ -340,6 +340,25 @@ def test_live_results_pass_when_every_registration_has_its_ticket(tmp_path):
     assert missing.passed and "does not exist" in missing.reason
 
 
+def test_a_dead_lettered_live_message_is_reported_and_left_where_it_is(tmp_path):
+    queue = f"test.live.{uuid.uuid4().hex[:10]}"
+    settings = Settings(MACHINE_BROKER, str(tmp_path / "nightjar.db"), queue)
+    connection = broker.connect(settings)
+    channel = broker.open_channel(connection, settings)
+    channel.basic_publish("", settings.dead_letter_queue, b'{"id": "R-0002"}', mandatory=True)
+    connection.close()
+    try:
+        result = live.check_queue(settings)
+        depths = broker.queue_depths(settings)
+    finally:
+        _drop_queue(settings)
+    assert (result.passed, result.reason) == (
+        False, f"1 message(s) were dead-lettered into {queue}.dead: RabbitMQ will not deliver"
+               " them again")
+    assert "desk.py retry ID" in result.hint
+    assert depths == (0, 1)  # read, not consumed
+
+
 def test_skip_live_queue_reads_the_database_but_never_the_broker(tmp_path):
     db_path = str(tmp_path / "nightjar.db")
     database.connect(db_path).close()
