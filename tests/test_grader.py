@@ -485,9 +485,11 @@ def test_make_grade_local_names_the_graders_own_exit_status(grading_broker, tmp_
         status, args = 1, f"--handler {HANDLERS['unit2']} --amqp-url {grading_broker}"
     else:
         status, args = 2, f"--handler {tmp_path / 'handler.py'}"
+    # As typed in a shell, not as a sub-make of `make test`.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     result = subprocess.run(
         ["make", "--no-print-directory", "grade-local", f"GRADE_ARGS=--skip-live {args}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     said, made = result.stderr.splitlines()[-2:]
     assert said == f"The grader exited with status {status} ({case})."
