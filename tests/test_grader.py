@@ -130,26 +130,28 @@ def test_unit3_handler_passes_every_check(graded):
     # Siobhán O'Neill (check 1) and the site's longest name (check 2) reached their tickets.
     assert checks[1]["reason"] == "R-0002 got one ticket and its delivery was acknowledged"
     assert checks[5]["reason"] == (
-        "Two registrations both named 'Same name' got one ticket each: R-0002 and R-0003 in one"
-        " worker run; R-0002 and R-0003 in two separate worker runs")
+        "Three registrations all named 'Same name' got one ticket each: R-0002 in one worker run,"
+        " R-0003 and R-0004 in a second run on the same database")
 
 
 # ---- wrong handlers: each failed by the check that names its fault ------------------------
 
 JAMMED = "ticket printer jammed "
 HUGE = JAMMED + "x" * (200 - len(JAMMED) - len("… [shortened]")) + "… [shortened]"
-TAG_KEY = ("R-0003, the second registration named 'Same name', got no ticket from a second worker"
+TAG_KEY = ("R-0003, a later registration named 'Same name', got no ticket from a second worker"
            " run: handler.py took it as already completed, because the completed table holds"
-           " '1', which is not a registration ID")
+           " '1', '2', which are not registration IDs")
 
 WRONG_EXPECTED = {
     # handler: (failing checks, the check naming the fault, its whole reason, words of its hint)
     "completed_first": ({3}, 3, "After Ctrl+C at checkpoint inside-transaction, the completion key"
                         " of R-0002 was already committed without its ticket, so a retry would"
                         " skip it for ever (one more of this check's trials failed too)", UNIT3),
-    "dedupe_by_name": ({5}, 5, "R-0003, the second registration named 'Same name', got no ticket"
-                       " in the same worker run: it was treated as a repeat of R-0002 (one more"
-                       " of this check's trials failed too)", UNIT3),
+    "dedupe_by_name": ({5}, 5, "R-0003, a later registration named 'Same name', got no ticket"
+                       " from a second worker run: it was treated as a repeat of R-0002", UNIT3),
+    "remembers_names": ({5}, 5, "R-0004, a later registration named 'Same name', got no ticket"
+                        " in the same worker run: it was treated as a repeat of R-0002 or R-0003",
+                        UNIT3),
     "skip_redelivered": ({2, 3, 6}, 2, "The retry after Ctrl+C at checkpoint before-write: the"
                          " redelivery of R-0002 (redelivered=True) was acknowledged without"
                          " writing a ticket, so R-0002 has none (one more of this check's trials"
