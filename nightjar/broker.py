@@ -119,28 +119,45 @@ def delete_queues(settings):
         connection.close()
 
 
-def unacknowledged_count(settings, management_port=15672):
-    """Unacknowledged deliveries from the management API, or None when it does not answer."""
+class NotCounted(Exception):
+    """The management API gave no unacknowledged count; the text says why, in a few words."""
+
+    def __init__(self, reason, answered=False):
+        super().__init__(reason)
+        self.answered = answered  # the API answered, but has no count for the queue yet
+
+
+def unacknowledged_count(settings):
+    """Unacknowledged deliveries of the lab's queue, from the management API; NotCounted otherwise.
+
+    AMQP cannot count deliveries that other connections hold; only the
+    management API can. It logs in with the management URL's user, else the AMQP URL's.
+    """
     # Imported here: only desk.py status needs them, and they would slow
     # every worker start by ~50 ms.
     import base64
     import json
-    import urllib.error
     import urllib.parse
     import urllib.request
 
-    parts = urllib.parse.urlsplit(settings.amqp_url)
-    vhost = urllib.parse.unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-    url = (
-        f"http://{parts.hostname}:{management_port}/api/queues/"
-        f"{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(settings.queue, safe='')}"
-    )
-    user = urllib.parse.unquote(parts.username or "guest")
-    password = urllib.parse.unquote(parts.password or "guest")
+    amqp = urllib.parse.urlsplit(settings.amqp_url)
+    api = urllib.parse.urlsplit(settings.management_api)
+    vhost = urllib.parse.unquote(amqp.path[1:]) if len(amqp.path) > 1 else "/"
+    login = api if api.username else amqp
+    user = urllib.parse.unquote(login.username or "guest")
+    password = urllib.parse.unquote(login.password or "guest")
+    base = f"{api.scheme}://{api.hostname}" + (f":{api.port}" if api.port else "") + api.path
+    url = (f"{base}api/queues/{urllib.parse.quote(vhost, safe='')}/"
+           f"{urllib.parse.quote(settings.queue, safe='')}")
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     request = urllib.request.Request(url, headers={"Authorization": f"Basic {token}"})
     try:
         with urllib.request.urlopen(request, timeout=2) as response:
-            return int(json.load(response).get("messages_unacknowledged", 0))
-    except (OSError, ValueError, urllib.error.URLError):
-        return None
+            queue = json.load(response)
+    except (OSError, ValueError):  # urllib's errors are OSErrors
+        raise NotCounted(f"does not answer at {redact_url(settings.management_api)}") from None
+    if "messages_unacknowledged" not in queue:
+        # A queue's first statistics take some seconds to appear.
+        raise NotCounted(f"at {redact_url(settings.management_api)} has no count for the queue"
+                         " yet (try again in a few seconds)", answered=True)
+    return int(queue["messages_unacknowledged"])

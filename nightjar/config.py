@@ -7,6 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 DEFAULT_QUEUE = "nightjar.tickets"
+DEFAULT_MANAGEMENT_PORT = 15672
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKSTATION_ENV = "NIGHTJAR_WORKSTATION"
 
@@ -33,6 +34,8 @@ class Settings:
     queue: str
     # Seconds between AMQP heartbeats; tests lower it to prove long pauses survive.
     heartbeat: int = 60
+    # RabbitMQ's management API (NIGHTJAR_MANAGEMENT_URL); empty: see management_api.
+    management_url: str = ""
 
     @property
     def dead_letter_queue(self):
@@ -46,7 +49,15 @@ class Settings:
             db_path=env.get("NIGHTJAR_DB") or default_db_path(),
             queue=env.get("NIGHTJAR_QUEUE") or DEFAULT_QUEUE,
             heartbeat=int(env.get("NIGHTJAR_HEARTBEAT") or 60),
+            management_url=env.get("NIGHTJAR_MANAGEMENT_URL") or "",
         )
+
+    @property
+    def management_api(self):
+        """The management API's base URL: NIGHTJAR_MANAGEMENT_URL, else port 15672 on the AMQP host."""
+        if self.management_url:
+            return self.management_url.rstrip("/") + "/"
+        return f"http://{urlsplit(self.amqp_url).hostname or '127.0.0.1'}:{DEFAULT_MANAGEMENT_PORT}/"
 
 
 def redact_url(url):

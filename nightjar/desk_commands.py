@@ -72,11 +72,7 @@ def cmd_status(db, settings):
     print(f"Registrations ({len(rows)})")
     width = max([len(r.name) for r in rows] + [4])
     for r in rows:
-        if not r.tickets:
-            tickets = "no ticket"
-        else:
-            numbers = ", ".join(str(t.number) for t in r.tickets)
-            tickets = ("ticket " if len(r.tickets) == 1 else "tickets ") + numbers
+        tickets = registrations.tickets_phrase(r.tickets)
         line = f"  {r.id}  {r.name:<{width}}  {tickets:<14}  {'completed' if r.completed else '-':<9}"
         if r.problems:
             line += "  ! " + "; ".join(r.problems)
@@ -88,10 +84,16 @@ def cmd_status(db, settings):
     except broker.BrokerUnavailable as error:
         print(f"Queue {settings.queue}: unknown. {error}")
         return 1
-    unacked = broker.unacknowledged_count(settings)
-    unacked_text = "unacknowledged unknown" if unacked is None else f"{unacked} unacknowledged"
-    print(f"Queue {settings.queue}: {ready} ready, {unacked_text}, {dead} dead-lettered"
+    try:
+        held, why_not = f"{broker.unacknowledged_count(settings)} unacknowledged, ", None
+    except broker.NotCounted as reason:
+        held, why_not = "", reason
+    print(f"Queue {settings.queue}: {ready} ready, {held}{dead} dead-lettered"
           f" (in {settings.dead_letter_queue})")
+    if why_not:
+        print(f"Unacknowledged deliveries: the RabbitMQ management API {why_not}; set"
+              " NIGHTJAR_MANAGEMENT_URL, or run rabbitmqctl list_queues name"
+              " messages_unacknowledged on the broker's machine.")
     return 0
 
 
@@ -107,7 +109,7 @@ class RepairPlan:
         lines = [f"Repair plan for {r.id} ({r.name}):",
                  f"  keep ticket {self.keep.number} (the first original ticket)"]
         if self.extra:
-            lines.append("  delete extra tickets " + ", ".join(str(t.number) for t in self.extra))
+            lines.append("  delete " + registrations.tickets_phrase(self.extra, "extra ticket"))
         else:
             lines.append("  no extra tickets to delete")
         if self.record_completed:
@@ -128,9 +130,10 @@ def plan_repair(db, registration_id):
                         " repaired. Let the worker process it.")
     mismatched = [t for t in registration.tickets if t.name != registration.name]
     if mismatched:
-        numbers = ", ".join(str(t.number) for t in mismatched)
-        raise DeskError(f"{registration.id} is registered as {registration.name!r} but ticket(s)"
-                        f" {numbers} carry another name; not repaired, look at it by hand.")
+        carry = "carries" if len(mismatched) == 1 else "carry"
+        raise DeskError(f"{registration.id} is registered as {registration.name!r} but"
+                        f" {registrations.tickets_phrase(mismatched)} {carry} another name;"
+                        " not repaired, look at it by hand.")
     keep, *extra = registration.tickets
     return RepairPlan(registration, keep, extra, not registration.completed)
 

@@ -36,6 +36,8 @@ def program_env(settings, extra=None):
     env = dict(os.environ)
     env.update(NIGHTJAR_AMQP_URL=settings.amqp_url, NIGHTJAR_DB=settings.db_path,
                NIGHTJAR_QUEUE=settings.queue, PYTHONUNBUFFERED="1")
+    if settings.management_url:
+        env["NIGHTJAR_MANAGEMENT_URL"] = settings.management_url
     # Programs import nightjar; make this checkout's copy importable even when
     # the package is not installed into the Python running them.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)

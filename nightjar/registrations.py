@@ -26,6 +26,14 @@ def clean_name(raw):
     return name
 
 
+def tickets_phrase(tickets, word="ticket"):
+    """'ticket 2', 'tickets 2, 3' or 'no ticket' (word: e.g. 'extra ticket')."""
+    if not tickets:
+        return f"no {word}"
+    numbers = ", ".join(str(t.number) for t in tickets)
+    return f"{word} {numbers}" if len(tickets) == 1 else f"{word}s {numbers}"
+
+
 @dataclass
 class Ticket:
     number: int

@@ -3,14 +3,17 @@
 Each unit folder (unit1-trace-registration, unit2-ack-after-commit,
 unit3-idempotent-results) has three small scripts that call main() here:
 
-    ./setup   bring the live lab to the unit's start, on its own: the database
+    ./setup   bring the live lab to the unit's start, on its own (then show the
+              guide, see guidetext.py): the database
               at NIGHTJAR_DB, the queue NIGHTJAR_QUEUE, and the learner's
               Workstation folder (NIGHTJAR_WORKSTATION, default
               workstation/ticket-desk). The learner's handler.py and the
               database are copied to <Workstation>/.backups/ first.
     ./check   read the real results and print what is still missing, one line
-              each; exit 0 only when the unit is done. The handler is tried in
-              a throwaway lab (its own database and queue on the same broker).
+              each; exit 0 when the unit is done, 1 when not yet, 2 when it
+              could not check. The handler is tried in a throwaway lab (its own
+              database and queue on the same broker). `labunits.py check N`
+              (make check-unit) answers "not done yet" with exit 0 instead.
     ./solve   do the unit's steps for real, as a learner would, printing each.
 
 Run from the repository:  python3 scenarios/labunits.py list | setup N | check N | solve N
@@ -38,6 +41,7 @@ except ImportError:
     sys.exit(f"{sys.executable} has no pika: use the lab's Python (make unit N=..., or"
              f" source {ROOT / '.venv' / 'bin' / 'activate'} first; make venv creates it).")
 from nightjar import broker, db as database, labrun, queueing, registrations  # noqa: E402
+import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide, in the learner's language)
 from nightjar.config import Settings, workstation_folder  # noqa: E402
 
 SCENARIOS = ROOT / "scenarios"
@@ -185,13 +189,6 @@ def state_of(guests):
         db.close()
 
 
-def describe_tickets(registration):
-    if not registration.tickets:
-        return "no ticket"
-    numbers = ", ".join(str(t.number) for t in registration.tickets)
-    return ("ticket " if len(registration.tickets) == 1 else "tickets ") + numbers
-
-
 # ---------------------------------------------------------------- setup
 
 def prepare_workstation(unit, folder):
@@ -252,7 +249,7 @@ def prepare_database(unit, settings, backups):
             if saved:
                 say(f"  your copy: {saved}")
         for r in registrations.all_registrations(db):
-            say(f"  {r.id}  {r.name}: {describe_tickets(r)}")
+            say(f"  {r.id}  {r.name}: {registrations.tickets_phrase(r.tickets)}")
     finally:
         db.close()
 
@@ -278,11 +275,24 @@ def prepare_queue(settings):
         say(f"Dead-letter queue {settings.dead_letter_queue}: removed {plural(dead, 'message')}")
 
 
-def guide(unit_path):
-    return (unit_path / "README.md").relative_to(ROOT)
+def guide(unit_path, lang="en"):
+    return guidetext.guide_file(unit_path, lang).relative_to(ROOT)
+
+
+def ready(folder, lang, workstation_folder=None):
+    """The last lines of a setup: the guide itself, then where to go next."""
+    other = "ja" if lang == "en" else "en"
+    say(f"Ready. The guide follows: {guide(folder, lang)} ({'日本語' if other == 'ja' else 'English'}:"
+        f" {guide(folder, other)}; NIGHTJAR_LANG=ja or en chooses)")
+    say()
+    guidetext.show(folder, lang)
+    say()
+    where = f" Workstation: cd {shlex.quote(str(workstation_folder))}" if workstation_folder else ""
+    say(f"Ready: the guide above is {guide(folder, lang)}.{where}")
 
 
 def setup(unit):
+    lang = guidetext.language()  # a bad NIGHTJAR_LANG stops setup before it changes anything
     settings = Settings.from_env()
     folder = workstation()
     say(f"Setting up {unit.title}")
@@ -291,8 +301,7 @@ def setup(unit):
     prepare_workstation(unit, folder)
     prepare_database(unit, settings, folder / BACKUPS)
     prepare_queue(settings)
-    say(f"Ready. Guide: {guide(unit.path)} (日本語: {guide(unit.path).with_name('README.ja.md')})")
-    say(f"Workstation: cd {shlex.quote(str(folder))}")
+    ready(unit.path, lang, folder)
     return 0
 
 
@@ -477,8 +486,8 @@ def check(unit):
     if lines:
         for line in lines:
             say(line)
-        say(f"Unit {unit.number} is not done yet. The guide: {guide(unit.path)}")
-        return 1
+        say(f"Unit {unit.number} is not done yet. The guide: {guide(unit.path, guidetext.language())}")
+        return NOT_DONE
     say(unit.done)
     return 0
 
@@ -671,7 +680,7 @@ def list_units():
         say(f"  N={unit.number:<8} {unit.title} / {heading(unit.path / 'README.ja.md', short=True)}")
         say(f"  {'':<10} scenarios/{unit.folder}/")
     say()
-    say("Companion lessons (fixed-clock SQLite models, no broker):")
+    say("Companion lessons (deterministic SQLite models, no broker):")
     for short, folder in LESSONS.items():
         path = SCENARIOS / folder
         say(f"  N={short:<8} {heading(path / 'README.md')} / {heading(path / 'README.ja.md', short=True)}")
@@ -701,14 +710,22 @@ def load_local_env():
         say(f"(Using {', '.join(applied)} from {env_file}, saved by make local.)")
 
 
+# Exit statuses of ./check: 0 done, NOT_DONE, COULD_NOT (e.g. RabbitMQ is down).
+NOT_DONE, COULD_NOT = 1, 2
+
+
 def run_action(action, target):
-    if isinstance(target, Path):  # a companion lesson: its own scripts
-        return subprocess.call([sys.executable, str(target / action)])
     try:
+        if isinstance(target, Path):  # a companion lesson: its own scripts
+            lang = guidetext.language() if action == "setup" else None
+            status = subprocess.call([sys.executable, str(target / action)])
+            if lang and status == 0:
+                ready(target, lang)
+            return status
         return {"setup": setup, "check": check, "solve": solve}[action](target)
-    except (Stop, broker.BrokerUnavailable) as error:
+    except (Stop, broker.BrokerUnavailable, guidetext.BadLanguage) as error:
         say(f"{action} stopped: {error}")
-        return 1
+        return COULD_NOT
     except KeyboardInterrupt:
         return 130
 
@@ -734,7 +751,10 @@ def cli(argv):
         say(str(error))
         return 2
     load_local_env()
-    return run_action(argv[0], target)
+    status = run_action(argv[0], target)
+    # `make check-unit`: "not done yet" is an answer, not a failure, so make adds no
+    # "Error 1" line of its own. The unit's ./check keeps exit status 1 for scripts.
+    return 0 if argv[0] == "check" and status == NOT_DONE else status
 
 
 if __name__ == "__main__":

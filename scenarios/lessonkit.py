@@ -174,10 +174,14 @@ def setup(lesson_dir):
     first_import = to_python(steps[0].code).splitlines()[0]   # e.g. "from jobs import Queue"
     where = os.path.relpath(lesson_dir)
     cd = "" if where == "." else f"cd {where} && "
-    print("Nothing to set up: the model keeps its SQLite database in memory and uses a fixed clock.")
+    # True of both lessons; only CL-13-2's model has a clock (see its README).
+    print("Nothing to set up: the model keeps its SQLite database in memory, and the same steps"
+          " print the same lines every time.")
     print("Start the lesson with:")
-    print(f"  {cd}python3 -i -c '{first_import}'")
-    print(f"Then type the code of each step in {TRANSCRIPT}. ./solve replays all steps, ./check compares them.")
+    print(f"  {cd}python3")
+    print(f"Then type the code of each step, one line at a time, beginning with {first_import}"
+          f" (the guide shows how; {TRANSCRIPT} has every step). ./solve replays all steps,"
+          " ./check compares them.")
     return 0
 
 

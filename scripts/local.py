@@ -13,6 +13,7 @@ Where things live (overridable, e.g. for the tests):
   NIGHTJAR_LOCAL_VAR          state, logs, pid files      (default: var/ in the repository)
   NIGHTJAR_WORKSTATION        the Workstation folder      (default: workstation/ticket-desk)
   NIGHTJAR_LOCAL_BROKER_PORT  the private node's AMQP port (default: 5692)
+  NIGHTJAR_LOCAL_MANAGEMENT_PORT  its management UI      (default: that port + 10000, else a free one)
   NIGHTJAR_LOCAL_NODE         the private node's name      (default: nightjar-local@localhost)
   NIGHTJAR_SITE_HOST, NIGHTJAR_SITE_PORT                  (default: 127.0.0.1, 8000)
 """
@@ -31,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 from nightjar.config import workstation_folder
-from nightjar.rabbitnode import find_tool, node_environment
+from nightjar.rabbitnode import find_tool, free_port, node_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 VAR = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var").resolve()
@@ -94,9 +95,17 @@ def broker_answers(settings):
     return True
 
 
-def node_env(port):
+def node_env(port, management_port=None):
     # A fixed distribution port (port + 20000): the node outlives this process.
-    return node_environment(NODE_DIR, NODE_NAME, port, port + 20000)
+    return node_environment(NODE_DIR, NODE_NAME, port, port + 20000, management_port)
+
+
+def management_port_for(port):
+    """The private node's management UI port: the chosen one, else port + 10000 when free."""
+    chosen = os.environ.get("NIGHTJAR_LOCAL_MANAGEMENT_PORT")
+    if chosen:
+        return int(chosen)
+    return port + 10000 if not port_open("127.0.0.1", port + 10000) else free_port()
 
 
 def start_private_node(port):
@@ -111,7 +120,10 @@ def start_private_node(port):
             say(f"Port {busy} is in use, so the private RabbitMQ node cannot start there;"
                 " choose another with NIGHTJAR_LOCAL_BROKER_PORT.")
             return None
-    env = node_env(port)
+    # The management plugin lets the learner watch the queue (and desk.py
+    # status count unacknowledged deliveries); it costs about 2 s at start.
+    management_port = management_port_for(port)
+    env = node_env(port, management_port)
     say(f"Starting a private RabbitMQ node ({NODE_NAME}, port {port}, data in {NODE_DIR})")
     subprocess.run([server, "-detached"], env=env, cwd=NODE_DIR, check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -125,7 +137,8 @@ def start_private_node(port):
             return None
         time.sleep(0.2)
     return {"node": NODE_NAME, "port": port, "pidfile": str(pidfile),
-            "url": f"amqp://guest:guest@127.0.0.1:{port}/%2F"}
+            "url": f"amqp://guest:guest@127.0.0.1:{port}/%2F",
+            "management_url": f"http://127.0.0.1:{management_port}/"}
 
 
 def node_died(pidfile):
@@ -139,11 +152,34 @@ def node_died(pidfile):
     return False
 
 
+def management_port_of(node):
+    from urllib.parse import urlsplit
+    return urlsplit(node["management_url"]).port if node.get("management_url") else None
+
+
+def login_of(amqp_url):
+    from urllib.parse import unquote, urlsplit
+    parts = urlsplit(amqp_url)
+    user, password = unquote(parts.username or "guest"), unquote(parts.password or "guest")
+    if (user, password) == ("guest", "guest"):
+        return "user guest, password guest"
+    return f"user {user}, the password in NIGHTJAR_AMQP_URL"
+
+
+def management_answers(settings):
+    from nightjar import broker
+    try:
+        broker.unacknowledged_count(settings)
+    except broker.NotCounted as reason:
+        return reason.answered
+    return True
+
+
 def stop_private_node(node):
     ctl = find_tool("rabbitmqctl")
     if not ctl:
         return
-    env = node_env(node["port"])
+    env = node_env(node["port"], management_port_of(node))
     result = subprocess.run([ctl, "-n", node["node"], "stop", node["pidfile"]], env=env,
                             cwd=NODE_DIR, capture_output=True, text=True)
     if result.returncode == 0:
@@ -157,7 +193,8 @@ def find_broker(settings, state):
     from nightjar.config import redact_url
     previous = state.get("broker")
     if previous:
-        mine = dataclasses.replace(settings, amqp_url=previous["url"])
+        mine = dataclasses.replace(settings, amqp_url=previous["url"],
+                                   management_url=previous.get("management_url", ""))
         if broker_answers(mine):
             return mine, "the private node make local started earlier", previous
     if broker_answers(settings):
@@ -174,7 +211,7 @@ def find_broker(settings, state):
     # Saved at once: make stop must find the node even if a later step fails.
     state["broker"] = node
     save_state(state)
-    mine = dataclasses.replace(settings, amqp_url=node["url"])
+    mine = dataclasses.replace(settings, amqp_url=node["url"], management_url=node["management_url"])
     if not broker_answers(mine):
         say("The private RabbitMQ node started but does not accept connections; run make stop.")
         sys.exit(1)
@@ -278,6 +315,8 @@ def write_env_file(settings):
         changed["NIGHTJAR_DB"] = settings.db_path
     if settings.queue != config.DEFAULT_QUEUE:
         changed["NIGHTJAR_QUEUE"] = settings.queue
+    if settings.management_url:
+        changed["NIGHTJAR_MANAGEMENT_URL"] = settings.management_url
     if not changed:
         ENV_FILE.unlink(missing_ok=True)
         return changed
@@ -309,6 +348,8 @@ def start():
     host, port = site_address()
     say()
     say(f"The Nightjar site: {site_url(host, port)}")
+    if management_answers(settings):
+        say(f"RabbitMQ management UI: {settings.management_api} ({login_of(settings.amqp_url)})")
     say()
     say("Next, in a terminal:")
     say(f"  cd {shlex.quote(str(WORKSTATION))}")

@@ -12,6 +12,12 @@ from nightjar.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TICKET_DESK = ROOT / "ticket-desk"
+# Nothing listens there: desk.py status prints the same lines on every machine,
+# whether or not the machine's RabbitMQ has its management plugin.
+NO_MANAGEMENT_URL = "http://127.0.0.1:9/"
+NO_MANAGEMENT_LINE = (f"Unacknowledged deliveries: the RabbitMQ management API does not answer at"
+                      f" {NO_MANAGEMENT_URL}; set NIGHTJAR_MANAGEMENT_URL, or run rabbitmqctl"
+                      " list_queues name messages_unacknowledged on the broker's machine.")
 HANDLERS = {
     "starting": TICKET_DESK / "handler.py",
     "unit2": ROOT / "scenarios" / "unit2-ack-after-commit" / "solution" / "handler.py",
@@ -41,7 +47,9 @@ class Lab:
     def env(self):
         env = dict(os.environ)
         env.update(NIGHTJAR_AMQP_URL=self.amqp_url, NIGHTJAR_DB=self.db_path,
-                   NIGHTJAR_QUEUE=self.queue, PYTHONUNBUFFERED="1", **self.extra_env)
+                   NIGHTJAR_QUEUE=self.queue, PYTHONUNBUFFERED="1",
+                   NIGHTJAR_MANAGEMENT_URL=NO_MANAGEMENT_URL)
+        env.update(self.extra_env)
         return env
 
     def use_handler(self, name_or_path):

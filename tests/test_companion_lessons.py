@@ -125,7 +125,7 @@ def test_setup_explains_how_to_start(lesson):
     result = run_script(lesson, "setup")
     assert result.returncode == 0
     first_import = lessonkit.to_python(steps_of(lesson)[0].code).splitlines()[0]
-    assert f"python3 -i -c '{first_import}'" in result.stdout
+    assert "  python3\n" in result.stdout and f"beginning with {first_import} " in result.stdout
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)

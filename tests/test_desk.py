@@ -1,5 +1,7 @@
 """desk.py on real rows: status, register, retry, and the local repair of duplicate tickets."""
 
+from labkit import NO_MANAGEMENT_LINE
+
 
 def db_rows(lab):
     db = lab.db()
@@ -34,7 +36,8 @@ def test_status_shows_tickets_problems_and_queue(lab):
         "  R-0003  Other guest    ticket 4        -",
         "  R-0004  Waiting guest  no ticket       -          ! waiting for its ticket",
         "2 with problems",
-        f"Queue {q}: 1 ready, unacknowledged unknown, 0 dead-lettered (in {dlq})",
+        f"Queue {q}: 1 ready, 0 dead-lettered (in {dlq})",
+        NO_MANAGEMENT_LINE,
     ]
 
 
@@ -78,7 +81,7 @@ def test_repair_preview_changes_nothing(lab):
     assert result.stdout.splitlines() == [
         "Repair plan for R-0002 (Normal guest):",
         "  keep ticket 2 (the first original ticket)",
-        "  delete extra tickets 3",
+        "  delete extra ticket 3",
         "  record R-0002 as completed (this ID only)",
         "Nothing has changed yet. To apply this plan: python3 desk.py repair R-0002 --apply",
     ]
@@ -117,7 +120,7 @@ def test_repair_refusals(lab):
         "R-0099": "Unknown registration R-0099: see python3 desk.py status.",
         "R-0002": "R-0002 has no ticket: there is nothing to keep, so it is not repaired."
                   " Let the worker process it.",
-        "R-0003": "R-0003 is registered as 'Right name' but ticket(s) 2 carry another name;"
+        "R-0003": "R-0003 is registered as 'Right name' but ticket 2 carries another name;"
                   " not repaired, look at it by hand.",
     }
     for registration_id, message in cases.items():
@@ -125,3 +128,13 @@ def test_repair_refusals(lab):
             result = lab.run("desk.py", "repair", registration_id, *extra)
             assert (result.returncode, result.stdout, result.stderr) == (1, "", message + "\n")
     assert db_rows(lab) == before
+
+
+def test_repair_preview_names_several_extra_tickets(lab):
+    normal = lab.register("Normal guest")
+    lab.run("worker.py")
+    lab.run("desk.py", "retry", normal)
+    lab.run("desk.py", "retry", normal)
+    assert lab.run("worker.py", "--drain").returncode == 0
+    result = lab.run("desk.py", "repair", normal)
+    assert result.stdout.splitlines()[2] == "  delete extra tickets 3, 4"

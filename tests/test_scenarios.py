@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nightjar import broker, queueing
+from labkit import NO_MANAGEMENT_LINE, NO_MANAGEMENT_URL
 from nightjar.config import DEFAULT_AMQP_URL, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,21 +37,25 @@ class UnitEnv:
         self.workstation = tmp / "ws" / "ticket-desk"
         self.settings = Settings(amqp_url=DEFAULT_AMQP_URL, db_path=str(self.db_path),
                                  queue=self.queue)
-        self.env = dict(os.environ, NIGHTJAR_AMQP_URL=DEFAULT_AMQP_URL, NIGHTJAR_DB=str(self.db_path),
+        # The guide's language follows the locale: English unless a test says otherwise.
+        plain = {k: v for k, v in os.environ.items()
+                 if k not in ("LC_ALL", "LC_MESSAGES", "NIGHTJAR_LANG")}
+        self.env = dict(plain, LANG="C.UTF-8", NIGHTJAR_AMQP_URL=DEFAULT_AMQP_URL, NIGHTJAR_DB=str(self.db_path),
                         NIGHTJAR_QUEUE=self.queue, NIGHTJAR_WORKSTATION=str(self.workstation),
-                        NIGHTJAR_LOCAL_VAR=str(tmp / "var"), PYTHONUNBUFFERED="1")
+                        NIGHTJAR_LOCAL_VAR=str(tmp / "var"), PYTHONUNBUFFERED="1",
+                        NIGHTJAR_MANAGEMENT_URL=NO_MANAGEMENT_URL)
 
-    def script(self, unit, action):
+    def script(self, unit, action, **env):
         """Run a unit's ./setup, ./check or ./solve; (exit status, normalised stdout)."""
         result = subprocess.run([sys.executable, str(SCENARIOS / FOLDERS[unit] / action)],
-                                env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+                                env=dict(self.env, **env), cwd=ROOT, capture_output=True, text=True,
+                                timeout=120)
         assert result.stderr == "", result.stderr
         return result.returncode, self.normalise(result.stdout)
 
     def normalise(self, text):
         text = text.replace(str(self.tmp), "<tmp>").replace(self.queue, "<queue>")
-        text = re.sub(r"-\d{8}-\d{6}(-\d+)?\.", "-<stamp>.", text)
-        return re.sub(r"\d+ unacknowledged|unacknowledged unknown", "<unacked>", text)
+        return re.sub(r"-\d{8}-\d{6}(-\d+)?\.", "-<stamp>.", text)
 
     def register(self, name):
         registration_id, queued = queueing.register_at(self.db_path, self.settings, name)
@@ -68,10 +73,16 @@ def unit_env(tmp_path):
     env.cleanup()
 
 
-def ready_line(unit):
-    guide = f"scenarios/{FOLDERS[unit]}/README"
-    return (f"Ready. Guide: {guide}.md (日本語: {guide}.ja.md)\n"
-            "Workstation: cd <tmp>/ws/ticket-desk\n")
+def ready_line(unit, lang="en"):
+    """Setup's last lines: the guide as plain text, then where to go next."""
+    guide, other = {"en": ("README.md", "日本語: README.ja.md"),
+                    "ja": ("README.ja.md", "English: README.md")}[lang]
+    folder = f"scenarios/{FOLDERS[unit]}/"
+    text = (SCENARIOS / FOLDERS[unit] / guide).read_text(encoding="utf-8")
+    shown = [line.replace("**", "") for line in text.splitlines() if not line.lstrip().startswith("```")]
+    return (f"Ready. The guide follows: {folder}{guide} ({other.replace(': ', ': ' + folder)};"
+            " NIGHTJAR_LANG=ja or en chooses)\n\n" + "\n".join(shown) + "\n\n"
+            f"Ready: the guide above is {folder}{guide}. Workstation: cd <tmp>/ws/ticket-desk\n")
 
 
 SETUP = {
@@ -198,7 +209,8 @@ Registrations (5)
   R-0004  Same name     ticket 4        completed
   R-0005  Same name     ticket 5        completed
 No problems
-Queue <queue>: 0 ready, <unacked>, 0 dead-lettered (in <queue>.dead)
+Queue <queue>: 0 ready, 0 dead-lettered (in <queue>.dead)
+{NO_MANAGEMENT_LINE}
 [Workstation] $ python3 desk.py retry R-0004
 Queued a new delivery of R-0004 (Same name).
 [Workstation] $ python3 worker.py --drain
@@ -338,3 +350,28 @@ def test_the_guides_paste_exactly_the_solution_handler(folder, guide):
     pasted = "".join(line[len(indent):] if line.strip() else "\n"
                      for line in block.group(2).splitlines(keepends=True))
     assert pasted == (ROOT / "scenarios" / folder / "solution" / "handler.py").read_text()
+
+
+def test_setup_shows_the_guide_in_the_learners_language(unit_env):
+    assert unit_env.script(1, "setup", LANG="ja_JP.UTF-8") == (0, SETUP[1] + ready_line(1, "ja"))
+    status, out = unit_env.script(1, "setup", LANG="ja_JP.UTF-8", NIGHTJAR_LANG="en")
+    assert (status, out.split("Database ")[1:]) == (0, [
+        "<tmp>/nightjar.db: already at the unit's start\n"
+        "  R-0001  Mina Patel: ticket 1\n"
+        "Queue <queue>: nothing queued\n" + ready_line(1, "en")])
+
+
+def test_setup_refuses_an_unknown_language_before_changing_anything(unit_env):
+    assert unit_env.script(1, "setup", NIGHTJAR_LANG="fr") == (
+        2, "setup stopped: NIGHTJAR_LANG must be ja or en, not 'fr'.\n")
+    assert not unit_env.db_path.exists() and not unit_env.workstation.exists()
+
+
+def test_make_check_unit_answers_not_done_yet_without_failing(unit_env):
+    """labunits.py check (what make check-unit runs) exits 0 with the same lines ./check prints."""
+    unit_env.script(1, "setup")
+    status, out = unit_env.script(1, "check")
+    result = subprocess.run([sys.executable, str(SCENARIOS / "labunits.py"), "check", "1"],
+                            env=unit_env.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (status, result.returncode, unit_env.normalise(result.stdout)) == (1, 0, out)
+    assert out.endswith("Unit 1 is not done yet. The guide: scenarios/unit1-trace-registration/README.md\n")

@@ -89,6 +89,13 @@ def test_registration_to_downloaded_ticket(lab, site, page):
     main_link(page, "Back to registration").click()
     expect(page).to_have_url(site.url + "registrations/R-0002")
 
+    # The seed's way back: Your registrations, Normal guest, Open ticket.
+    page.get_by_role("navigation").get_by_role("link", name="Your registrations").click()
+    main_link(page, "Normal guest").click()
+    expect(page).to_have_url(site.url + "registrations/R-0002")
+    main_link(page, "Open ticket").click()
+    expect(page).to_have_url(site.url + "tickets/2")
+
     # Mina Patel's ticket is kept and still opens.
     page.get_by_role("navigation").get_by_role("link", name="Your registrations").click()
     main_link(page, "R-0001").click()

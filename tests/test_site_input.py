@@ -80,7 +80,7 @@ def test_unusual_names_are_stored_and_shown_exactly(lab, client, name, escaped):
     assert f'<dd class="guest-name">{escaped}</dd>' in page
     assert "<script>alert" not in page
     listing = client.get("/registrations").get_data(as_text=True)
-    assert f'<td class="guest-name">{escaped}</td>' in listing
+    assert f'<td class="guest-name"><a href="/registrations/R-0002">{escaped}</a></td>' in listing
     assert lab.depth() == (1, 0)
     # The worker writes the ticket; the download holds the name exactly, as text.
     assert lab.run("worker.py").returncode == 0

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,20 @@ def alive(pid):
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def status_settles(lab, queue_line, timeout=30):
+    """Whether desk.py status ends with this queue line within `timeout` seconds
+    (a new queue's first count takes about 10 s, later ones about 1 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = lab.run("desk.py", "status").stdout.splitlines()[-1]
+        if last == queue_line:
+            return True
+        if time.monotonic() > deadline:
+            print(f"desk.py status still ends with {last!r}")
+            return False
+        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -88,12 +103,29 @@ def test_make_local_starts_a_private_node_when_no_broker_answers(local_lab):
     lab = local_lab
     port = node_port()
     node = f"nightjar-test-{port}@localhost"
+    management = free_port()
     result = local(lab, "start", NIGHTJAR_AMQP_URL="amqp://guest:guest@127.0.0.1:1/%2F",
-                   NIGHTJAR_LOCAL_BROKER_PORT=str(port), NIGHTJAR_LOCAL_NODE=node)
+                   NIGHTJAR_LOCAL_BROKER_PORT=str(port), NIGHTJAR_LOCAL_NODE=node,
+                   NIGHTJAR_LOCAL_MANAGEMENT_PORT=str(management))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"RabbitMQ: amqp://guest:***@127.0.0.1:{port}/%2F (private node started by make local)\n" in result.stdout
+    assert (f"RabbitMQ management UI: http://127.0.0.1:{management}/ (user guest, password guest)\n"
+            in result.stdout)
     env_file = (lab.tmp / "var" / "local.env").read_text()
     assert f"export NIGHTJAR_AMQP_URL=amqp://guest:guest@127.0.0.1:{port}/%2F\n" in env_file
+    assert f"export NIGHTJAR_MANAGEMENT_URL=http://127.0.0.1:{management}/\n" in env_file
+
+    # What unit 2 shows: a paused worker holds one unacknowledged delivery; after Ctrl+C it is ready.
+    lab.amqp_url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+    lab.extra_env["NIGHTJAR_MANAGEMENT_URL"] = f"http://127.0.0.1:{management}/"
+    queue_line = "Queue {q}: {} ready, {} unacknowledged, 0 dead-lettered (in {q}.dead)"
+    lab.use_handler("unit2")  # acknowledges after the commit
+    lab.register("Watched guest")
+    worker = lab.start("worker.py", "--pause", "before-write")
+    worker.wait_for("Paused before-write.", timeout=20)
+    assert status_settles(lab, queue_line.format(0, 1, q=lab.queue))
+    assert worker.interrupt() == 130
+    assert status_settles(lab, queue_line.format(1, 0, q=lab.queue))
 
     stopped = local(lab, "stop")
     assert f"Stopped the private RabbitMQ node {node}.\n" in stopped.stdout
