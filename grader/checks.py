@@ -116,6 +116,11 @@ def check_tickets(lab, registration_id, name, context, run=None):
 def expect_settled_by_ack(registration_id, context, run):
     """handler.py settled the delivery with basic_ack, not with a nack or reject."""
     settled = run.settlement(registration_id)
+    stray = run.stray_settlement()
+    if settled is None and stray is not None:
+        raise Fail(f"{context}: handler.py called {settle_call(stray)} with delivery tag"
+                   f" {stray['tag']}, which no delivery of this worker run had, so"
+                   f" {registration_id} was never acknowledged", "no-ack")
     if settled is not None and settled["event"] != "ack":
         if dead_letters(settled):
             raise Fail(f"{context}: handler.py settled {registration_id} with"
@@ -128,7 +133,7 @@ def expect_settled_by_ack(registration_id, context, run):
 def expect_acked(lab, registration_id, context, run):
     """The run acknowledged the delivery: nothing back in the queue, nothing dead-lettered."""
     expect_settled_by_ack(registration_id, context, run)
-    if not lab.settled_empty():
+    if not lab.settled_empty(acked=run.settlement(registration_id) is not None):
         raise Fail(f"{context}: {registration_id} was not acknowledged; it went back to the"
                    " queue", "no-ack")
     if lab.dead_lettered():
@@ -301,6 +306,7 @@ def v_duplicate(lab):
     run = lab.run()
     fail_on_problem(run, f"the first delivery of {registration_id}")
     check_tickets(lab, registration_id, "Normal guest", "the first delivery", run)
+    expect_settled_by_ack(registration_id, "the first delivery", run)
     lab.deliver_again(registration_id, "Normal guest")
     run = lab.run()
     context = f"the duplicate delivery of finished {registration_id}"

@@ -27,6 +27,9 @@ RETURN_WAIT = 5.0
 LOST_WAIT = 1.0
 # After a normal run: how long to watch that nothing comes back to the queue.
 SETTLE = 0.3
+# The same when the run recorded the ack of that very delivery: the worker's
+# clean close reached RabbitMQ after the ack, so only a slip is watched for.
+SETTLE_ACKED = 0.1
 # The end of a worker's stderr kept for a reason's detail (a handler may print megabytes).
 STDERR_TAIL = 4096
 
@@ -113,6 +116,12 @@ class Run:
             if event["event"] in SETTLING and _settles(event, tags):
                 return event
         return None
+
+    def stray_settlement(self):
+        """The first ack, nack or reject of a delivery tag this run never received, or None."""
+        tags = [event["tag"] for event in self.events if event["event"] == "received"]
+        return next((event for event in self.events
+                     if event["event"] in SETTLING and not _settles(event, tags)), None)
 
 
 def _settles(event, tags):
@@ -226,9 +235,9 @@ class Lab:
                 return False
             time.sleep(0.03)
 
-    def settled_empty(self):
+    def settled_empty(self, acked=False):
         """True when nothing is (or comes back) in the queue shortly after a run."""
-        deadline = time.monotonic() + SETTLE
+        deadline = time.monotonic() + (SETTLE_ACKED if acked else SETTLE)
         while True:
             if self.ready() > 0:
                 return False
