@@ -119,6 +119,14 @@ def _quoted_name(run, registration_id):
 
 def run_problem(run, what):
     """(reason, hint) when the worker did not finish a delivery normally, else None."""
+    stray = run.stray_settlement()
+    if stray is not None:
+        # RabbitMQ closes the channel for it, sooner or later, and the worker may then fail
+        # or hang in any way: this is the cause, whatever the exit.
+        unsettled = [rid for rid, _ in run.received() if run.settlement(rid) is None]
+        return (f"{what}: handler.py called {settle_call(stray)} with delivery tag"
+                f" {stray['tag']}, which no delivery of this worker run had, so"
+                f" {' and '.join(unsettled) or 'its delivery'} was never acknowledged", "no-ack")
     if run.timed_out:
         return (f"{what}: the worker did not finish within {run.timeout:g} s, so it was stopped;"
                 " handler.py seems stuck (an endless loop?)", "stuck")

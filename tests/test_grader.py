@@ -172,9 +172,9 @@ WRONG_EXPECTED = {
     "endless_loop": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002: the worker did not"
                      " finish within 2 s, so it was stopped; handler.py seems stuck (an endless"
                      " loop?)", UNIT3),
-    "acks_wrong_tag": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery: handler.py called basic_ack"
-                       " with delivery tag 2, which no delivery of this worker run had, so R-0002"
-                       " was never acknowledged", UNIT2),
+    "acks_wrong_tag": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002: handler.py called"
+                       " basic_ack with delivery tag 2, which no delivery of this worker run had,"
+                       " so R-0002 was never acknowledged", UNIT2),
     "acks_twice": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002: handler.py acknowledged"
                    " the delivery twice (RabbitMQ closes the channel on the second ack:"
                    " PRECONDITION_FAILED, unknown delivery tag)", UNIT2),
