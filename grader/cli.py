@@ -98,7 +98,6 @@ def grade(options, timings=None):
                     return [], f"cannot reach the grading broker given with --amqp-url. {reason}"
             else:
                 node = PrivateNode(base=scratch, remove_if_orphaned=scratch).start()
-                url = node.url
         # While the node boots: the live results.
         live_results = []
         if live_settings is not None:
@@ -107,6 +106,7 @@ def grade(options, timings=None):
         with timings.measure("broker_start"):
             if node is not None:
                 node.wait_ready()
+                url = node.url
         with timings.measure("checks"):
             results = checks.grade_handler(handler, url, scratch / "grading",
                                            timeout=options.timeout, delete_queues=node is None)

@@ -16,6 +16,11 @@ class BrokerUnavailable(Exception):
     """RabbitMQ could not be reached; the text names the address."""
 
 
+# What pika raises when an open connection goes away: RabbitMQ was stopped
+# (ConnectionClosedByBroker) or the network connection broke (StreamLostError).
+ConnectionLost = pika.exceptions.AMQPConnectionError
+
+
 def connect(settings):
     params = pika.URLParameters(settings.amqp_url)
     params.heartbeat = settings.heartbeat

@@ -52,6 +52,11 @@ def shorten(text, limit=MESSAGE_LIMIT, mark=SHORTENED):
     return text[:limit - len(mark)] + mark
 
 
+def enabled():
+    """True when this run records events (NIGHTJAR_EVENTS is set)."""
+    return bool(os.environ.get(ENV))
+
+
 def record(event, **fields):
     """Append one event to the file named by NIGHTJAR_EVENTS; nothing when it is unset."""
     path = os.environ.get(ENV)

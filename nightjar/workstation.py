@@ -1,8 +1,12 @@
-"""The machinery behind ticket-desk/worker.py, kept here so worker.py stays short."""
+"""The machinery behind ticket-desk/worker.py: options, signals, loading handler.py, the
+connection and database, the heartbeat-safe pause, and the checks after handle().
+
+worker.py itself shows the delivery loop; everything here is plumbing around it.
+"""
 
 import argparse
 import contextlib
-import importlib
+import os
 from dataclasses import dataclass
 import select
 import signal
@@ -12,6 +16,7 @@ import traceback
 import pika.exceptions
 
 from . import broker, db as database, events
+from .broker import ConnectionLost  # noqa: F401  (worker.py lets it through to run())
 from .config import Settings
 from .messages import BadMessage, decode_job
 
@@ -43,22 +48,53 @@ def run(main):
     try:
         status = main()
     except KeyboardInterrupt:
+        if sys.stdout.isatty():
+            print()  # the terminal echoed ^C; the shell's prompt starts on a line of its own
         status = 130
     except broker.BrokerUnavailable as error:
         print(error, file=sys.stderr)
         status = 1
+    except ConnectionLost as error:
+        print(connection_lost_line(error), file=sys.stderr)
+        status = 1
     sys.exit(status)
+
+
+def connection_lost_line(error):
+    """One line for RabbitMQ going away while the worker runs: why, and that nothing is lost."""
+    if isinstance(error, pika.exceptions.ConnectionClosedByBroker):
+        why = f"RabbitMQ closed it: {error.reply_text}"
+    else:
+        why = "the network connection broke"
+    return (f"The connection to RabbitMQ was lost ({why}). Nothing is lost: RabbitMQ keeps any"
+            " delivery this worker had not acknowledged and will deliver it again; run the worker"
+            " again once RabbitMQ is back.")
 
 
 def import_handler():
     """The learner's handler.py (beside worker.py); a clear error if it does not load."""
     try:
-        return importlib.import_module("handler")
+        # The import statement (unlike importlib.import_module) leaves
+        # importlib's own frames out of a traceback.
+        import handler
+        return handler
+    except SyntaxError as error:  # IndentationError and TabError too
+        events.record("load-failed", **events.error_fields(error))
+        print(syntax_error_line(error), file=sys.stderr)
+        raise SystemExit(1)
     except Exception as error:
         events.record("load-failed", **events.error_fields(error))
         print("handler.py could not be loaded; fix it and run the worker again:", file=sys.stderr)
-        traceback.print_exception(error, file=sys.stderr)
+        # From handler.py on: this function's own frame tells the learner nothing.
+        traceback.print_exception(type(error), error, error.__traceback__.tb_next, file=sys.stderr)
         raise SystemExit(1)
+
+
+def syntax_error_line(error):
+    """One line: what is wrong, in which file, on which line (the grader reads its start too)."""
+    where = os.path.relpath(error.filename) if error.filename else "handler.py"
+    return (f"handler.py could not be loaded: {type(error).__name__} in {where},"
+            f" line {error.lineno}: {error.msg}. Fix it and run the worker again.")
 
 
 @dataclass
@@ -70,28 +106,6 @@ class Session:
     db: object
     settings: Settings
 
-    def take_job(self):
-        """(delivery, job) for the next ready message, or (None, None).
-
-        A message that is not a valid job is set aside in the dead-letter
-        queue with a line saying why, and the next one is taken: one bad
-        message must never crash-loop the worker.
-        """
-        while True:
-            delivery, _properties, body = self.channel.basic_get(self.settings.queue)
-            if delivery is None:
-                return None, None
-            try:
-                job = decode_job(body)
-            except BadMessage as reason:
-                self.channel.basic_nack(delivery.delivery_tag, requeue=False)
-                print(f"Set aside a message that is {reason}; it is in the dead-letter queue"
-                      f" {self.settings.dead_letter_queue}.")
-                continue
-            events.record("received", id=job["id"], name=job["name"],
-                          redelivered=delivery.redelivered, tag=delivery.delivery_tag)
-            return delivery, job
-
 
 @contextlib.contextmanager
 def session():
@@ -100,13 +114,39 @@ def session():
     connection = broker.connect(settings)
     db = database.connect(settings.db_path)
     try:
-        channel = connection.channel()
+        channel = ReceivingChannel(connection.channel())
         broker.declare_queues(channel, settings)
         yield Session(connection, channel, db, settings)
     finally:
         db.close()  # an open transaction is rolled back, never committed
         if connection.is_open:
             connection.close()
+
+
+class ReceivingChannel:
+    """The worker's channel: each job basic_get takes is recorded as a `received` event."""
+
+    def __init__(self, channel):
+        self._channel = channel
+
+    def basic_get(self, queue, *args, **kwargs):
+        try:
+            delivery, properties, body = self._channel.basic_get(queue, *args, **kwargs)
+        except pika.exceptions.AMQPError as error:
+            events.record("connection-lost", during="basic_get", **events.error_fields(error))
+            raise
+        if delivery is not None and events.enabled():
+            try:
+                job = decode_job(body)
+            except BadMessage:
+                pass  # not a job: the worker sets it aside
+            else:
+                events.record("received", id=job["id"], name=job["name"],
+                              redelivered=delivery.redelivered, tag=delivery.delivery_tag)
+        return delivery, properties, body
+
+    def __getattr__(self, name):
+        return getattr(self._channel, name)
 
 
 class Pause:

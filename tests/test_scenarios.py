@@ -336,7 +336,8 @@ def test_unit2_check_shows_the_workers_own_error(unit_env):
     assert status == 1
     assert out.splitlines()[0] == (
         "missing: a handler.py with checkpoint(pause, 'before-write') before the write"
-        " (python3 worker.py --pause before-write: SyntaxError: expected ':')")
+        " (python3 worker.py --pause before-write: handler.py could not be loaded: SyntaxError in"
+        " handler.py, line 1: expected ':'. Fix it and run the worker again.)")
 
 
 @pytest.mark.parametrize("folder", ["unit2-ack-after-commit", "unit3-idempotent-results"])

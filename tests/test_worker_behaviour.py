@@ -131,17 +131,6 @@ def test_misspelt_pause_point_is_refused_before_taking_a_message(lab):
     assert lab.depth() == (1, 0)
 
 
-def test_handler_with_a_syntax_error_takes_no_message(lab):
-    write_handler(lab, "def handle(ch, delivery, job, db, pause)\n    pass\n")
-    lab.register("Syntax guest")
-    result = lab.run("worker.py")
-    assert result.returncode == 1
-    assert result.stdout == ""
-    assert result.stderr.startswith("handler.py could not be loaded; fix it and run the worker again:\n")
-    assert "SyntaxError" in result.stderr
-    assert lab.depth() == (1, 0)
-
-
 def test_second_ack_of_one_delivery_is_refused_clearly(lab):
     write_handler(lab, """\
         def handle(ch, delivery, job, db, pause):

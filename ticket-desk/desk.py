@@ -9,7 +9,12 @@
 
 import sys
 
-from nightjar.desk_commands import main
+import common
+
+try:
+    from nightjar.desk_commands import main
+except ModuleNotFoundError as missing:
+    sys.exit(common.not_activated(missing))  # one line saying what to run first
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

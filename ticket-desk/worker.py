@@ -4,12 +4,19 @@
     python3 worker.py --pause POINT    stop at checkpoint POINT (Enter continues, Ctrl+C stops)
     python3 worker.py --drain          repeat until no registration is ready
 
-You only edit handler.py; this file stays as it is.
+You only edit handler.py; this file stays as it is. Read it to see what
+happens to each message, from top to bottom.
 """
 
 import sys
 
-from nightjar import workstation
+import common
+
+try:
+    from nightjar import workstation  # the lab's own code: connection, database, pause
+    from nightjar.messages import BadMessage, decode_job
+except ModuleNotFoundError as missing:
+    sys.exit(common.not_activated(missing))  # one line saying what to run first
 
 
 def main():
@@ -17,32 +24,53 @@ def main():
     handler = workstation.import_handler()  # your handler.py, next to this file
 
     with workstation.session() as session:
+        channel = session.channel
         while True:
-            # Ask RabbitMQ for one ready message (basic_get): it stays
-            # unacknowledged, and RabbitMQ keeps it, until someone acks it.
-            delivery, job = session.take_job()
+            # Ask RabbitMQ for one ready message. basic_get answers at once:
+            # delivery is None when no message is ready. A message we get stays
+            # unacknowledged: RabbitMQ keeps it until someone acks it, and
+            # delivers it again if this worker stops first.
+            delivery, properties, body = channel.basic_get(session.settings.queue)
             if delivery is None:
                 print("No ready registrations")
                 return 0
+
+            # The body is JSON text, e.g. {"id": "R-0002", "name": "Normal guest"}.
+            try:
+                job = decode_job(body)
+            except BadMessage as reason:
+                # Not a registration: nack it without requeue, so RabbitMQ moves
+                # it to the dead-letter queue, and take the next message.
+                channel.basic_nack(delivery.delivery_tag, requeue=False)
+                print(f"Set aside a message that is {reason}; it is in the dead-letter queue"
+                      f" {session.settings.dead_letter_queue}.")
+                continue
 
             # redelivered is RabbitMQ's own flag: True when an earlier
             # delivery of this message was never acknowledged.
             print(f"Received {job['id']} redelivered={delivery.redelivered}")
 
-            ch = workstation.TrackedChannel(session.channel)
-            pause = workstation.Pause(options.pause, session.connection)
+            # Your handle() decides when to ack (see handler.py).
+            ch = workstation.TrackedChannel(channel)  # the channel; notes whether handle() acked
+            pause = workstation.Pause(options.pause, session.connection)  # for checkpoint()
             try:
                 handler.handle(ch, delivery, job, session.db, pause)
+            except workstation.ConnectionLost:
+                raise  # RabbitMQ itself went away: one line says so, below
             except Exception as error:
+                # handle() raised: show where, and stop without acking. Unless
+                # handle() acked first, RabbitMQ still has the message and
+                # delivers it again.
                 workstation.report_handler_error(error, job, ch.acknowledged)
                 return 1
             print("Handler returned.")
 
+            # Say so when handle() left something undone (no ack, an open transaction).
             if not workstation.check_after_handler(job, session.db, pause, ch.acknowledged):
                 return 1
             if not options.drain:
-                return 0
+                return 0  # one message only; --drain goes round again
 
 
 if __name__ == "__main__":
-    workstation.run(main)
+    workstation.run(main)  # exit status; Ctrl+C exits 130; RabbitMQ going away is one line
