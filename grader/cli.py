@@ -1,5 +1,6 @@
 """python3 -m grader [--handler PATH] [--live-db PATH | --skip-live] [--skip-live-queue]
-                    [--amqp-url URL] [--json]"""
+                    [--amqp-url URL] [--json] [--junit FILE] [--gradescope FILE]
+   python3 -m grader --handlers DIR [--jobs N] [--amqp-url URL] [--json] [--junit FILE]"""
 
 import argparse
 import json
@@ -16,7 +17,7 @@ from nightjar import broker
 from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, redact_url,
                              workstation_folder)
 
-from . import checks, live
+from . import checks, live, reports
 from .lab import Processes
 from .node import NodeError, PrivateNode
 
@@ -53,7 +54,29 @@ def parse_options(argv):
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="how long one worker run may take before it is stopped (default 10)")
-    return parser.parse_args(argv)
+    parser.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML")
+    parser.add_argument("--gradescope", metavar="FILE",
+                        help="also write Gradescope's results.json (one handler only)")
+    group = parser.add_argument_group("grading a class (see grader/batch.py)")
+    group.add_argument("--handlers", type=Path, metavar="DIR",
+                       help="grade every subfolder of DIR that holds a handler.py, on one broker")
+    group.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
+                       help="submissions graded at the same time (default: the number of cores)")
+    group.add_argument("--submission-timeout", type=float, default=120.0, metavar="SECONDS",
+                       help="how long one submission's grading may take (default 120)")
+    options = parser.parse_args(argv)
+    if options.handlers is not None:
+        if options.handler or options.live_db or options.skip_live_queue:
+            parser.error("--handlers grades a class without live results:"
+                         " leave out --handler, --live-db and --skip-live-queue")
+        if options.gradescope:
+            parser.error("--gradescope writes one submission's results; use --junit for a class")
+        if options.jobs < 1:
+            parser.error("--jobs needs a number of 1 or more")
+    for path in (options.junit, options.gradescope):
+        if path and not Path(path).parent.is_dir():
+            parser.error(f"no folder to write {path} in")
+    return options
 
 
 class Timings:
@@ -150,12 +173,21 @@ def main(argv=None):
         # arrive ignored; Ctrl+C must still stop the node and the workers.
         signal.signal(signal.SIGINT, signal.default_int_handler)
     handler = Path(options.handler or default_handler())
+    started = time.monotonic()
     try:
+        if options.handlers is not None:
+            from . import batch  # only a class run needs it
+            return batch.main(options)
         results, error = grade(options)
     except KeyboardInterrupt:
         print("Grading interrupted; the private broker and the workers were stopped.",
               file=sys.stderr)
         return 130
+    problem = reports.save(options, [reports.single(str(handler), results, error,
+                                                    time.monotonic() - started)])
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     if error:
         if options.json:
             print(json.dumps({"passed": False, "error": error, "checks": []}))

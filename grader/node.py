@@ -32,7 +32,11 @@ class NodeError(Exception):
 
 
 class PrivateNode:
-    """start() returns at once; wait_ready() blocks until AMQP answers; stop() kills and removes it."""
+    """start() returns at once; wait_ready() blocks until AMQP answers; stop() kills and removes it.
+
+    Read url after wait_ready(): a node that lost its port to another program
+    is started again on another.
+    """
 
     def __init__(self, base=None, remove_if_orphaned=None):
         self.dir = Path(tempfile.mkdtemp(prefix="nightjar-grader-node-", dir=base))
@@ -69,12 +73,23 @@ class PrivateNode:
             start_new_session=True)
         return self
 
-    def wait_ready(self, timeout=60):
+    def _probe(self):
         params = pika.URLParameters(self.url)
         params.connection_attempts = 1
         params.socket_timeout = 2
+        return params
+
+    def wait_ready(self, timeout=60):
+        params = self._probe()
         deadline = time.monotonic() + timeout
+        restarts = 0
         while True:
+            if self.process.poll() is not None and self._lost_a_port() and restarts < 2:
+                # Another program took a port between free_port() and the node
+                # binding it (a busy machine): start again on other free ports.
+                restarts += 1
+                self.stop()
+                params = self.start()._probe()
             if self.process.poll() is not None:
                 raise NodeError(f"the private RabbitMQ node exited during start-up"
                                 f" (status {self.process.returncode}): {self._tail()}")
@@ -87,6 +102,12 @@ class PrivateNode:
                     raise NodeError(f"the private RabbitMQ node did not accept connections within"
                                     f" {timeout:g} s: {self._tail()}") from None
                 time.sleep(0.1)
+
+    def _lost_a_port(self):
+        try:
+            return "eaddrinuse" in (self.dir / "server.out").read_text(errors="replace")
+        except OSError:
+            return False
 
     def _tail(self):
         try:

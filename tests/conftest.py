@@ -1,5 +1,6 @@
 import pytest
 
+from grader.node import PrivateNode
 from labkit import Lab
 
 
@@ -9,3 +10,14 @@ def lab(tmp_path):
     lab = Lab(tmp_path)
     yield lab
     lab.cleanup()
+
+
+@pytest.fixture(scope="session")
+def grading_broker():
+    """A private RabbitMQ node for the grader's tests, shared by the whole session."""
+    node = PrivateNode().start()
+    try:
+        node.wait_ready()
+        yield node.url
+    finally:
+        node.stop()

@@ -110,3 +110,19 @@ class Lab:
             broker.delete_queues(self.settings)
         except broker.BrokerUnavailable:
             pass
+
+
+def processes_mentioning(*texts):
+    """PIDs of live (non-zombie) processes whose command line contains every text."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if not all(text.encode() in cmdline for text in texts):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+        except OSError:
+            continue
+        found.append(int(entry.name))
+    return found

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from grader import live
-from grader.node import PrivateNode
-from labkit import HANDLERS, ROOT
+from labkit import HANDLERS, ROOT, processes_mentioning as _processes_mentioning
 from nightjar import broker, db as database
 from nightjar.config import Settings
 
@@ -42,16 +41,6 @@ GRADED = {
     **{f"correct/{path.stem}": (path, TIMEOUTS.get(f"correct/{path.stem}", []))
        for path in sorted(CORRECT.glob("*.py"))},
 }
-
-
-@pytest.fixture(scope="session")
-def grading_broker():
-    node = PrivateNode().start()
-    try:
-        node.wait_ready()
-        yield node.url
-    finally:
-        node.stop()
 
 
 def grade(handler, *options, amqp_url=None, env=None, timeout=120):
@@ -382,22 +371,6 @@ def test_missing_live_database_is_a_clear_failure(tmp_path):
 
 
 # ---- end to end: the grader's own broker ------------------------------------------------
-
-
-def _processes_mentioning(*texts):
-    """PIDs of live (non-zombie) processes whose command line contains every text."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            if not all(text.encode() in cmdline for text in texts):
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-        except OSError:
-            continue
-        found.append(int(entry.name))
-    return found
 
 
 def test_end_to_end_with_its_own_broker(tmp_path):

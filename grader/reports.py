@@ -1,0 +1,193 @@
+"""What a grading run reports: the summary table, JSON, JUnit XML and Gradescope's results.json.
+
+A single run and a class (batch) run both report a list of Submission: one
+folder's verdict with its checks as the grader's JSON gives them
+({name, passed, reason, hint}).
+"""
+
+import json
+import re
+import unicodedata
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+# status: graded (its checks say whether it passed), skipped (no handler.py:
+# not a submission), refused (not graded on purpose), error (could not be graded).
+GRADED, SKIPPED, REFUSED, ERROR = "graded", "skipped", "refused", "error"
+
+
+@dataclass
+class Submission:
+    name: str
+    status: str
+    checks: list = field(default_factory=list)
+    note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def passed(self):
+        return self.status == GRADED and bool(self.checks) and all(c["passed"] for c in self.checks)
+
+    @property
+    def result(self):
+        if self.status == GRADED:
+            return "PASS" if self.passed else "FAIL"
+        return self.status.upper()
+
+    def checks_passed(self):
+        return f"{sum(c['passed'] for c in self.checks)}/{len(self.checks)}" if self.checks else "-"
+
+    def first_problem(self):
+        """The note, or the first failing check's name: what the table shows."""
+        failing = [c["name"] for c in self.checks if not c["passed"]]
+        return self.note or (failing[0] if failing else "")
+
+    def as_dict(self):
+        out = {"name": self.name, "passed": self.passed, "status": self.status,
+               "checks": self.checks}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def exit_status(submissions):
+    """0 when every submission passed, 2 when none could be graded, else 1."""
+    if not any(s.status == GRADED for s in submissions):
+        return 2
+    return 0 if all(s.passed for s in submissions if s.status != SKIPPED) else 1
+
+
+# ---- text ------------------------------------------------------------------------
+
+
+def shown(text):
+    """A name safe to print on one line: control characters become \\xNN."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
+def _width(text):
+    # Wide (e.g. CJK) letters take two columns in a terminal.
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text, width):
+    return text + " " * (width - _width(text))
+
+
+def progress_line(done, total, submission):
+    what = (f"{submission.result}, {submission.checks_passed()} checks passed"
+            if submission.status == GRADED else f"{submission.result}: {submission.note}")
+    return f"{done} of {total}  {shown(submission.name)}: {what} ({submission.seconds:.1f} s)"
+
+
+def table(submissions):
+    rows = [("Submission", "Result", "Checks", "First failing check or note")]
+    rows += [(shown(s.name), s.result, s.checks_passed(), s.first_problem()) for s in submissions]
+    widths = [max(_width(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join(_pad(cell, w) for cell, w in zip(row, widths)) + "  " + row[3]
+             for row in rows]
+    lines = [line.rstrip() for line in lines]
+    lines.insert(1, "-" * max(_width(line) for line in lines))
+    return "\n".join(lines)
+
+
+def summary_line(submissions):
+    counted = [s for s in submissions if s.status != SKIPPED]
+    skipped = len(submissions) - len(counted)
+    passed = sum(s.passed for s in counted)
+    line = (f"All {passed} submissions passed" if counted and passed == len(counted)
+            else f"{passed} of {len(counted)} submissions passed")
+    return line + (f"; {skipped} skipped." if skipped else ".")
+
+
+def batch_json(submissions):
+    return json.dumps({"passed": exit_status(submissions) == 0,
+                       "submissions": [s.as_dict() for s in submissions]}, ensure_ascii=False)
+
+
+# ---- JUnit XML -----------------------------------------------------------------------
+
+# Characters XML 1.0 cannot hold at all (a learner's exception text may have them).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text):
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _explained(check):
+    """A check's reason, and its hint when it failed: the text CI and Gradescope show."""
+    hint = check["hint"] if not check["passed"] else ""
+    return check["reason"] + (f"\nHint: {hint}" if hint else "")
+
+
+def junit(submissions, suite_name="nightjar-grader"):
+    """The JUnit XML text: one testsuite per submission, one testcase per check."""
+    root = ET.Element("testsuites", name=suite_name)
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for s in submissions:
+        name = _xml_text(s.name)
+        suite = ET.SubElement(root, "testsuite", name=name)
+        counts = dict.fromkeys(totals, 0)
+        for check in s.checks:
+            case = ET.SubElement(suite, "testcase", classname=name, name=_xml_text(check["name"]))
+            counts["tests"] += 1
+            if not check["passed"]:
+                counts["failures"] += 1
+                reason = _xml_text(check["reason"])
+                ET.SubElement(case, "failure", message=reason,
+                              type="check failed").text = _xml_text(_explained(check))
+        if s.status != GRADED:
+            # No checks ran: one testcase says why, so the submission is not silently absent.
+            case = ET.SubElement(suite, "testcase", classname=name, name="grading")
+            counts["tests"] += 1
+            counts["skipped" if s.status == SKIPPED else "errors"] += 1
+            note = _xml_text(s.note)
+            ET.SubElement(case, "skipped" if s.status == SKIPPED else "error", message=note,
+                          type=s.status).text = note
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", f"{s.seconds:.3f}")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", f"{sum(s.seconds for s in submissions):.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# ---- Gradescope ------------------------------------------------------------------------
+
+
+def gradescope(submission):
+    """Gradescope's results.json for one submission: a point per check, the total as score."""
+    tests = [{"name": c["name"], "score": int(c["passed"]), "max_score": 1,
+              "status": "passed" if c["passed"] else "failed", "output": _explained(c)}
+             for c in submission.checks]
+    results = {"score": sum(t["score"] for t in tests),
+               "execution_time": round(submission.seconds, 1), "tests": tests}
+    if submission.note:
+        results["output"] = f"Cannot grade: {submission.note}"
+    return json.dumps(results, ensure_ascii=False, indent=2) + "\n"
+
+
+
+def save(options, submissions):
+    """Write the --junit and --gradescope files the options ask for; a one-line error or None."""
+    files = [(getattr(options, "junit", None), junit),
+             (getattr(options, "gradescope", None), lambda subs: gradescope(subs[0]))]
+    for path, render in files:
+        if path:
+            try:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.write(render(submissions))
+            except OSError as error:
+                return f"Cannot write {path}: {error.strerror}"
+    return None
+
+
+def single(name, results, error, seconds):
+    """One handler's grading run as a Submission (results: the grader's Result objects)."""
+    if error:
+        return Submission(name, ERROR, note=error, seconds=seconds)
+    return Submission(name, GRADED, [r.as_dict() for r in results], seconds=seconds)
