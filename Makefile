@@ -43,8 +43,12 @@ grade: ## grade handler.py: in containers while `make up` runs the lab, else as 
 	@if $(DOCKER_LAB_RUNS); then $(MAKE) --no-print-directory grade-docker; \
 	else $(MAKE) --no-print-directory grade-local; fi
 
+# GNU make exits 2 whenever a recipe fails, whatever status the recipe had; so the
+# grader's own status (0 passed, 1 checks failed, 2 cannot grade) is named on a last line.
 grade-local: $(STAMP) ## grade handler.py: private RabbitMQ node, throwaway databases, live results read-only
-	$(PY) -m grader $(GRADE_ARGS)
+	@$(PY) -m grader $(GRADE_ARGS) || { status=$$?; case $$status in 1) why="checks failed";; \
+	2) why="cannot grade";; *) why="grading stopped";; esac; \
+	echo "The grader exited with status $$status ($$why)." >&2; exit $$status; }
 
 .PHONY: units unit check-unit solve-unit
 units: $(STAMP) ## the lab's units and companion lessons, each starting on its own

@@ -14,16 +14,20 @@ import time
 from pathlib import Path
 
 from nightjar import broker
-from nightjar.config import Settings, redact_url
+from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, redact_url,
+                             workstation_folder)
 
 from . import checks, live, reports
-from .lab import ROOT, Lab, Processes, Workstation
+from .lab import Processes
 from .node import NodeError, PrivateNode
 
 
 def default_handler():
-    learner = ROOT / "workstation" / "ticket-desk" / "handler.py"
-    return learner if learner.is_file() else ROOT / "ticket-desk" / "handler.py"
+    """The handler.py the unit scripts check: the Workstation folder's (see nightjar.config)."""
+    learner = workstation_folder() / "handler.py"
+    if learner.is_file() or WORKSTATION_ENV in os.environ:
+        return learner
+    return REPO_ROOT / "ticket-desk" / "handler.py"  # before make local made a Workstation
 
 
 def parse_options(argv):
@@ -33,8 +37,9 @@ def parse_options(argv):
                     " through real worker processes, real interruptions and real redelivery;"
                     " then read the live results without changing them.")
     parser.add_argument("--handler", type=Path, default=None, metavar="PATH",
-                        help="the handler.py to grade (default: the Workstation's,"
-                             " workstation/ticket-desk/handler.py, else ticket-desk/handler.py)")
+                        help="the handler.py to grade (default: the Workstation folder's,"
+                             f" {WORKSTATION_ENV} or workstation/ticket-desk, else"
+                             " ticket-desk/handler.py)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--live-db", metavar="PATH",
                        help="the live SQLite database (default: NIGHTJAR_DB or the lab's default)")
@@ -116,8 +121,7 @@ def grade(options, timings=None):
                     return [], f"cannot reach the grading broker given with --amqp-url. {reason}"
             else:
                 node = PrivateNode(base=scratch, remove_if_orphaned=scratch).start()
-        # While the node boots: the Workstation copy and the live results.
-        workstation = Workstation(scratch / "workstation", handler)
+        # While the node boots: the live results.
         live_results = []
         if live_settings is not None:
             with timings.measure("live"):
@@ -126,13 +130,9 @@ def grade(options, timings=None):
             if node is not None:
                 node.wait_ready()
                 url = node.url
-
-        def make_lab(label):
-            return Lab(scratch / "labs", workstation, url, label, run_timeout=options.timeout,
-                       delete_queues=node is None)
-
         with timings.measure("checks"):
-            results = checks.run_checks(make_lab)
+            results = checks.grade_handler(handler, url, scratch / "grading",
+                                           timeout=options.timeout, delete_queues=node is None)
         return results + live_results, None
     except NodeError as error:
         return [], f"could not start a private RabbitMQ node for grading: {error}"

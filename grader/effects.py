@@ -1,6 +1,6 @@
 """Run the Workstation's worker.py, watching (and optionally stopping at) its real effects.
 
-    python -m grader.effects [--parent PID] --events FILE [--stop EFFECT] [--db-timeout S] -- worker.py [ARGS]
+    NIGHTJAR_EVENTS=FILE python -m grader.effects [--parent PID] [--stop EFFECT] [--db-timeout S] -- worker.py [ARGS]
 
 Started by the grader with the Workstation folder as its working directory.
 The worker, common.py and the learner's handler.py run exactly as with
@@ -14,11 +14,11 @@ RabbitMQ while handle() runs:
 - pika's BlockingChannel.basic_ack is wrapped, so the moment before an ack
   is sent to RabbitMQ is seen however handle() reached it.
 
-Each effect is appended to the events file as one line, written straight to
-the file descriptor so it survives the process being killed. With --stop
-EFFECT the process writes `stop EFFECT` and kills itself with SIGKILL the
-first time it reaches that effect: a real crash at that exact point, whatever
-checkpoint() calls handler.py has (or lacks).
+Each effect is appended to the worker's own events file (NIGHTJAR_EVENTS,
+format in nightjar/events.py). With --stop EFFECT the process records a
+`stop` event and kills itself with SIGKILL the first time it reaches that
+effect: a real crash at that exact point, whatever checkpoint() calls
+handler.py has (or lacks).
 
 Effects: before-write, before-commit, after-commit, before-ack.
 With --parent, the process dies with the grader should the grader be killed.
@@ -32,6 +32,8 @@ import signal
 import sqlite3
 import sys
 
+from nightjar import events
+
 EFFECTS = ("before-write", "before-commit", "after-commit", "before-ack")
 
 # Leading comments, then the statement's first keyword.
@@ -42,21 +44,17 @@ _TABLE = re.compile(r"\b(?:INTO|UPDATE(?:\s+OR\s+\w+)?|FROM)\s+[\"'`\[]?(\w+)", 
 
 
 class Recorder:
-    """Writes effect lines to the events file; stops the process at the requested effect."""
+    """Records effects as events; stops the process at the requested effect."""
 
-    def __init__(self, path, stop=None):
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    def __init__(self, stop=None):
         self.stop = stop
         self.armed = False
         self.committed = None  # tickets (count, highest number) as last seen committed
 
-    def event(self, text):
-        os.write(self._fd, (text + "\n").encode("utf-8", "replace"))
-
-    def reach(self, effect, detail=""):
-        self.event(f"{effect} {detail}".rstrip())
+    def reach(self, effect, **fields):
+        events.record(effect, **fields)
         if effect == self.stop:
-            self.event(f"stop {effect}")
+            events.record("stop", effect=effect)
             os.write(2, f"Stopped by the grader: {effect}.\n".encode())
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -78,7 +76,7 @@ def _before(connection, sql):
         return
     if _WRITE.match(sql):
         table = _TABLE.search(sql)
-        RECORDER.reach("before-write", table.group(1) if table else "")
+        RECORDER.reach("before-write", table=table.group(1) if table else "")
     elif _COMMIT.match(sql):
         _before_commit(connection)
 
@@ -86,7 +84,7 @@ def _before(connection, sql):
 def _before_commit(connection):
     if RECORDER and RECORDER.armed and connection.in_transaction:
         if _tickets(connection) != RECORDER.committed:
-            RECORDER.reach("before-commit", "tickets")
+            RECORDER.reach("before-commit")
 
 
 def _after(connection):
@@ -96,7 +94,7 @@ def _after(connection):
     state = _tickets(connection)
     if state is not None and state != RECORDER.committed:
         RECORDER.committed = state
-        RECORDER.reach("after-commit", "tickets")
+        RECORDER.reach("after-commit")
 
 
 class WatchedCursor(sqlite3.Cursor):
@@ -178,22 +176,10 @@ def install(recorder, db_timeout=None):
 
     def basic_ack(self, delivery_tag=0, multiple=False):
         if recorder.armed:
-            recorder.reach("before-ack", str(delivery_tag))
-        result = original_ack(self, delivery_tag, multiple)
-        if recorder.armed:
-            recorder.event(f"acked {delivery_tag}")
-        return result
+            recorder.reach("before-ack", tag=delivery_tag)
+        return original_ack(self, delivery_tag, multiple)
 
     BlockingChannel.basic_ack = basic_ack
-
-    original_nack = BlockingChannel.basic_nack
-
-    def basic_nack(self, delivery_tag=0, multiple=False, requeue=True):
-        if recorder.armed:
-            recorder.event(f"nack {delivery_tag} requeue={requeue}")
-        return original_nack(self, delivery_tag, multiple, requeue)
-
-    BlockingChannel.basic_nack = basic_nack
 
     from nightjar import workstation
 
@@ -205,7 +191,6 @@ def install(recorder, db_timeout=None):
             db = connections[0] if connections else None
             recorder.committed = _tickets(db) if db is not None else None
             recorder.armed = True
-            recorder.event("handle")
 
     workstation.TrackedChannel = ArmingChannel
 
@@ -226,7 +211,6 @@ def die_with_parent(parent):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m grader.effects")
     parser.add_argument("--parent", type=int)
-    parser.add_argument("--events", required=True)
     parser.add_argument("--stop", choices=EFFECTS)
     parser.add_argument("--db-timeout", type=float)
     parser.add_argument("worker")
@@ -235,7 +219,9 @@ def main(argv=None):
 
     if options.parent:
         die_with_parent(options.parent)
-    install(Recorder(options.events, options.stop), options.db_timeout)
+    if not os.environ.get(events.ENV):
+        parser.error(f"{events.ENV} must name the events file")
+    install(Recorder(options.stop), options.db_timeout)
     folder = os.path.dirname(os.path.abspath(options.worker))
     if sys.path[0] != folder:
         sys.path.insert(0, folder)  # handler.py and common.py, as for `python3 worker.py`

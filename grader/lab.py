@@ -1,7 +1,6 @@
 """A throwaway lab for one check: its own queue, its own SQLite file, real worker processes."""
 
 import os
-import re
 import shutil
 import signal
 import sqlite3
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pika.exceptions
 
-from nightjar import broker, db as database, queueing
+from nightjar import broker, db as database, events as worker_events, queueing
 from nightjar.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +27,11 @@ RETURN_WAIT = 5.0
 LOST_WAIT = 1.0
 # After a normal run: how long to watch that nothing comes back to the queue.
 SETTLE = 0.3
+# The same when the run recorded the ack of that very delivery: the worker's
+# clean close reached RabbitMQ after the ack, so only a slip is watched for.
+SETTLE_ACKED = 0.1
+# The end of a worker's stderr kept for a reason's detail (a handler may print megabytes).
+STDERR_TAIL = 4096
 
 
 class Workstation:
@@ -72,36 +76,60 @@ def _kill_group(process):
         pass
 
 
+SETTLING = ("ack", "nack", "reject")
+
+
 @dataclass
 class Run:
-    """One finished worker process."""
+    """One finished worker process: its exit status and its events (nightjar/events.py)."""
 
     returncode: int | None
     stdout: list
-    stderr: str
+    stderr: str  # only its end (STDERR_TAIL), for a reason's detail
     events: list
     timed_out: bool = False
     paused: bool = False
     timeout: float = 0.0
 
+    def first(self, kind):
+        """The first event of that kind, or None."""
+        return next((event for event in self.events if event["event"] == kind), None)
+
     def received(self):
-        """[(registration ID, redelivered)] as the worker printed them."""
-        found = []
-        for line in self.stdout:
-            match = re.fullmatch(r"Received (\S+) redelivered=(True|False)", line)
-            if match:
-                found.append((match.group(1), match.group(2) == "True"))
-        return found
+        """[(registration ID, redelivered)] in the order the worker took them."""
+        return [(event["id"], event["redelivered"])
+                for event in self.events if event["event"] == "received"]
 
     def stopped_at(self, effect):
-        return f"stop {effect}" in self.events
+        return any(event["event"] == "stop" and event.get("effect") == effect
+                   for event in self.events)
 
-    def acked_before_stop(self):
-        return any(e.startswith("acked") for e in self.events)
+    def kinds(self):
+        """The event kinds in order: ['received', 'before-write', ..., 'ack', ...]."""
+        return [event["event"] for event in self.events]
 
-    def effects(self):
-        """The effect names in order, without details: ['before-write', 'acked', ...]."""
-        return [e.split()[0] for e in self.events]
+    def settlement(self, registration_id):
+        """The ack, nack or reject event that settled the registration's delivery, or None."""
+        tags = [event["tag"] for event in self.events
+                if event["event"] == "received" and event["id"] == registration_id]
+        for event in self.events:
+            if event["event"] in SETTLING and _settles(event, tags):
+                return event
+        return None
+
+    def stray_settlement(self):
+        """The first ack, nack or reject of a delivery tag this run never received, or None."""
+        tags = [event["tag"] for event in self.events if event["event"] == "received"]
+        return next((event for event in self.events
+                     if event["event"] in SETTLING and not _settles(event, tags)), None)
+
+
+def _settles(event, tags):
+    """Does this ack/nack/reject settle one of these delivery tags? (multiple: all up to its tag)"""
+    tag = event.get("tag")
+    if event.get("multiple"):
+        return tag == 0 or any(t <= tag for t in tags)
+    return tag in tags
 
 
 @dataclass
@@ -113,6 +141,7 @@ class Lab:
     amqp_url: str
     label: str
     run_timeout: float = 10.0
+    queue_prefix: str = "nightjar.grader"
     # On a shared grading broker the lab's queues are deleted afterwards; a
     # private node is thrown away whole.
     delete_queues: bool = False
@@ -124,7 +153,7 @@ class Lab:
         self.dir.mkdir(parents=True)
         self.db_path = str(self.dir / "nightjar.db")
         # Names no live lab uses: the live queue is never touched.
-        self.queue = f"nightjar.grader.{uuid.uuid4().hex[:10]}.{self.label}"
+        self.queue = f"{self.queue_prefix}.{uuid.uuid4().hex[:10]}.{self.label}"
         self.settings = Settings(amqp_url=self.amqp_url, db_path=self.db_path, queue=self.queue)
         database.connect(self.db_path).close()
 
@@ -144,6 +173,10 @@ class Lab:
 
     def completed(self, registration_id):
         return bool(self._read("SELECT 1 FROM completed WHERE id = ?", (registration_id,)))
+
+    def completed_keys(self):
+        """Every key in the completed table, as text."""
+        return [str(key) for (key,) in self._read("SELECT id FROM completed ORDER BY rowid")]
 
     def hold_write_lock(self):
         """A connection holding SQLite's write lock (BEGIN IMMEDIATE); rollback() releases it."""
@@ -183,6 +216,15 @@ class Lab:
             if channel.is_open:
                 channel.close()
 
+    def dead_lettered(self):
+        """Messages in this lab's dead-letter queue."""
+        channel = self._channel()
+        try:
+            return broker.ready_count(channel, self.settings.dead_letter_queue)
+        finally:
+            if channel.is_open:
+                channel.close()
+
     def wait_until_back(self, expected=True):
         """True once the message is ready again (after the worker holding it stopped)."""
         deadline = time.monotonic() + (RETURN_WAIT if expected else LOST_WAIT)
@@ -193,9 +235,9 @@ class Lab:
                 return False
             time.sleep(0.03)
 
-    def settled_empty(self):
+    def settled_empty(self, acked=False):
         """True when nothing is (or comes back) in the queue shortly after a run."""
-        deadline = time.monotonic() + SETTLE
+        deadline = time.monotonic() + (SETTLE_ACKED if acked else SETTLE)
         while True:
             if self.ready() > 0:
                 return False
@@ -216,10 +258,11 @@ class Lab:
 
     # ---- worker processes ------------------------------------------------------
 
-    def env(self):
+    def env(self, events_path):
         env = {k: v for k, v in os.environ.items() if not k.startswith("NIGHTJAR_")}
         env.update(
             NIGHTJAR_AMQP_URL=self.amqp_url, NIGHTJAR_DB=self.db_path, NIGHTJAR_QUEUE=self.queue,
+            NIGHTJAR_EVENTS=str(events_path),
             PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
             PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p),
         )
@@ -234,19 +277,18 @@ class Lab:
         The process is killed if it has not finished within run_timeout.
         """
         self._runs += 1
-        events_path = self.dir / f"events-{self._runs}"
-        command = [sys.executable, "-m", "grader.effects", "--parent", str(os.getpid()),
-                   "--events", str(events_path)]
+        events_path = self.dir / f"events-{self._runs}.jsonl"
+        command = [sys.executable, "-m", "grader.effects", "--parent", str(os.getpid())]
         if stop:
             command += ["--stop", stop]
         if db_timeout is not None:
             command += ["--db-timeout", str(db_timeout)]
-        command += ["--", "worker.py", *args]
+        command += ["--", str(self.workstation.folder / "worker.py"), *args]
         if interrupt_at:
             command += ["--pause", interrupt_at]
 
         process = subprocess.Popen(
-            command, cwd=self.workstation.folder, env=self.env(), text=True,
+            command, cwd=self.workstation.folder, env=self.env(events_path), text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True)
         Processes.add(process)
@@ -260,8 +302,14 @@ class Lab:
                 if line.rstrip("\n") == pause_line:
                     paused.set()
 
+        def read_stderr():
+            tail = ""
+            for chunk in iter(lambda: process.stderr.read(65536), ""):
+                tail = (tail + chunk)[-STDERR_TAIL:]
+            stderr.append(tail)
+
         readers = [threading.Thread(target=read_stdout, daemon=True),
-                   threading.Thread(target=lambda: stderr.append(process.stderr.read()), daemon=True)]
+                   threading.Thread(target=read_stderr, daemon=True)]
         for reader in readers:
             reader.start()
 
@@ -290,7 +338,6 @@ class Lab:
             for reader in readers:
                 reader.join(timeout=2)
             process.stdin.close()
-        events = events_path.read_text().splitlines() if events_path.exists() else []
         return Run(returncode=process.returncode, stdout=stdout, stderr="".join(stderr),
-                   events=events, timed_out=timed_out, paused=paused.is_set(),
+                   events=worker_events.read(events_path), timed_out=timed_out, paused=paused.is_set(),
                    timeout=self.run_timeout)

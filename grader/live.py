@@ -21,6 +21,9 @@ QUEUE_NAME = "Live queue: nothing is waiting"
 
 WORKER_HINT = ("Run python3 worker.py --drain in the Workstation once handler.py is fixed"
                " (unit 3 \"Repeat database results safely\").")
+DEAD_LETTER_HINT = ("python3 desk.py status shows which registrations still wait; once handler.py"
+                    " is fixed, python3 desk.py retry ID queues each of them again (unit 2"
+                    " \"Acknowledge only completed work\").")
 REPAIR_HINT = ("Fix handler.py first, then python3 desk.py repair ID (preview) and"
                " --apply for each ID with duplicate tickets (unit 3 \"Repeat database results"
                " safely\").")
@@ -55,33 +58,48 @@ def check_tickets(db_path):
                   f" attention: {listed}", REPAIR_HINT if duplicates else WORKER_HINT)
 
 
+def _depth(connection, queue):
+    """Ready messages in a queue by a passive declare, or None when it does not exist."""
+    channel = connection.channel()
+    try:
+        return channel.queue_declare(queue, passive=True).method.message_count
+    except pika.exceptions.ChannelClosedByBroker as error:
+        if error.reply_code == 404:
+            return None
+        raise
+    finally:
+        if channel.is_open:
+            channel.close()
+
+
 def check_queue(settings):
-    """Ready messages in the live queue, by a passive declare: nothing is consumed."""
+    """Ready messages in the live queue and its dead-letter queue (passive declares: nothing is consumed)."""
     try:
         connection = broker.connect(settings)
     except broker.BrokerUnavailable as error:
         return Result(QUEUE_NAME, False, f"Cannot read the live queue: {error}",
                       "Start the lab (make local) so its RabbitMQ answers, or use --skip-live.")
     try:
-        channel = connection.channel()
-        try:
-            ready = channel.queue_declare(settings.queue, passive=True).method.message_count
-        except pika.exceptions.ChannelClosedByBroker as error:
-            if error.reply_code == 404:
-                return Result(QUEUE_NAME, True,
-                              f"Queue {settings.queue} does not exist on"
-                              f" {redact_url(settings.amqp_url)}: nothing is waiting")
-            raise
+        ready = _depth(connection, settings.queue)
+        dead = _depth(connection, settings.dead_letter_queue) if ready is not None else None
     except pika.exceptions.AMQPError as error:
         return Result(QUEUE_NAME, False, f"Cannot read the live queue {settings.queue}: {error!r}",
                       "Check NIGHTJAR_AMQP_URL and NIGHTJAR_QUEUE, or use --skip-live.")
     finally:
         if connection.is_open:
             connection.close()
+    if ready is None:
+        return Result(QUEUE_NAME, True, f"Queue {settings.queue} does not exist on"
+                      f" {redact_url(settings.amqp_url)}: nothing is waiting")
     if ready:
         return Result(QUEUE_NAME, False,
                       f"{ready} registration(s) wait in queue {settings.queue}", WORKER_HINT)
-    return Result(QUEUE_NAME, True, f"Queue {settings.queue} has no ready messages")
+    if dead:
+        return Result(QUEUE_NAME, False,
+                      f"{dead} message(s) were dead-lettered into {settings.dead_letter_queue}:"
+                      " RabbitMQ will not deliver them again", DEAD_LETTER_HINT)
+    return Result(QUEUE_NAME, True, f"Queue {settings.queue} has no ready messages and nothing"
+                  " was dead-lettered")
 
 
 def check(settings, read_queue=True):

@@ -8,6 +8,18 @@ from urllib.parse import urlsplit, urlunsplit
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 DEFAULT_QUEUE = "nightjar.tickets"
 DEFAULT_MANAGEMENT_PORT = 15672
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORKSTATION_ENV = "NIGHTJAR_WORKSTATION"
+
+
+def workstation_folder(environ=None):
+    """The learner's Workstation folder: NIGHTJAR_WORKSTATION, else workstation/ticket-desk here.
+
+    make local fills it, the unit scripts set it up and check it, and the
+    grader grades its handler.py.
+    """
+    env = os.environ if environ is None else environ
+    return Path(env.get(WORKSTATION_ENV) or REPO_ROOT / "workstation" / "ticket-desk").resolve()
 
 
 def default_db_path():

@@ -15,9 +15,10 @@ import traceback
 
 import pika.exceptions
 
-from . import broker, db as database
+from . import broker, db as database, events
 from .broker import ConnectionLost  # noqa: F401  (worker.py lets it through to run())
 from .config import Settings
+from .messages import BadMessage, decode_job
 
 # The checkpoints the lab's handlers use (see handler.py).
 PAUSE_POINTS = ("before-write", "inside-transaction", "after-commit")
@@ -78,9 +79,11 @@ def import_handler():
         import handler
         return handler
     except SyntaxError as error:  # IndentationError and TabError too
+        events.record("load-failed", **events.error_fields(error))
         print(syntax_error_line(error), file=sys.stderr)
         raise SystemExit(1)
     except Exception as error:
+        events.record("load-failed", **events.error_fields(error))
         print("handler.py could not be loaded; fix it and run the worker again:", file=sys.stderr)
         # From handler.py on: this function's own frame tells the learner nothing.
         traceback.print_exception(type(error), error, error.__traceback__.tb_next, file=sys.stderr)
@@ -111,13 +114,39 @@ def session():
     connection = broker.connect(settings)
     db = database.connect(settings.db_path)
     try:
-        channel = connection.channel()
+        channel = ReceivingChannel(connection.channel())
         broker.declare_queues(channel, settings)
         yield Session(connection, channel, db, settings)
     finally:
         db.close()  # an open transaction is rolled back, never committed
         if connection.is_open:
             connection.close()
+
+
+class ReceivingChannel:
+    """The worker's channel: each job basic_get takes is recorded as a `received` event."""
+
+    def __init__(self, channel):
+        self._channel = channel
+
+    def basic_get(self, queue, *args, **kwargs):
+        try:
+            delivery, properties, body = self._channel.basic_get(queue, *args, **kwargs)
+        except pika.exceptions.AMQPError as error:
+            events.record("connection-lost", during="basic_get", **events.error_fields(error))
+            raise
+        if delivery is not None and events.enabled():
+            try:
+                job = decode_job(body)
+            except BadMessage:
+                pass  # not a job: the worker sets it aside
+            else:
+                events.record("received", id=job["id"], name=job["name"],
+                              redelivered=delivery.redelivered, tag=delivery.delivery_tag)
+        return delivery, properties, body
+
+    def __getattr__(self, name):
+        return getattr(self._channel, name)
 
 
 class Pause:
@@ -136,6 +165,7 @@ class Pause:
         answer heartbeats in between.
         """
         self.reached = True
+        events.record("paused", point=name)  # before the line the grader acts on
         print(f"Paused {name}.", flush=True)
         while True:
             self._connection.process_data_events(time_limit=0)
@@ -146,7 +176,11 @@ class Pause:
 
 
 class TrackedChannel:
-    """The channel handed to handle(), remembering whether the delivery was settled."""
+    """The channel handed to handle(), remembering whether the delivery was settled.
+
+    Each ack, nack and reject that reaches RabbitMQ is also recorded as an
+    event (see events.py), and so is a lost connection.
+    """
 
     def __init__(self, channel):
         self._channel = channel
@@ -154,19 +188,29 @@ class TrackedChannel:
 
     def basic_ack(self, delivery_tag=0, multiple=False):
         if delivery_tag in self.acknowledged:
+            events.record("double-ack", tag=delivery_tag)
             raise RuntimeError(
                 f"delivery {delivery_tag} was already acknowledged;"
                 " acknowledging it twice would close the channel"
             )
-        self._channel.basic_ack(delivery_tag, multiple)
-        self.acknowledged.add(delivery_tag)
+        self._settle("basic_ack", delivery_tag, multiple)
+        events.record("ack", tag=delivery_tag, multiple=multiple)
 
     def basic_nack(self, delivery_tag=0, multiple=False, requeue=True):
-        self._channel.basic_nack(delivery_tag, multiple, requeue)
-        self.acknowledged.add(delivery_tag)
+        self._settle("basic_nack", delivery_tag, multiple, requeue)
+        events.record("nack", tag=delivery_tag, multiple=multiple, requeue=requeue)
 
     def basic_reject(self, delivery_tag=0, requeue=True):
-        self._channel.basic_reject(delivery_tag, requeue)
+        self._settle("basic_reject", delivery_tag, requeue)
+        events.record("reject", tag=delivery_tag, requeue=requeue)
+
+    def _settle(self, method, delivery_tag, *args):
+        try:
+            getattr(self._channel, method)(delivery_tag, *args)
+        except pika.exceptions.AMQPError as error:
+            events.record("connection-lost", during=method,
+                          **events.error_fields(error, traceback.extract_stack()))
+            raise
         self.acknowledged.add(delivery_tag)
 
     def __getattr__(self, name):
@@ -175,6 +219,7 @@ class TrackedChannel:
 
 def report_handler_error(error, job, acknowledged):
     """Show the learner's traceback (from handler.py on) and what happens to the job."""
+    events.record("raised", id=job["id"], **events.error_fields(error))
     print(f"handler.py raised an error while processing {job['id']}:", file=sys.stderr)
     traceback.print_exception(type(error), error, error.__traceback__.tb_next, file=sys.stderr)
     if acknowledged:
@@ -187,17 +232,21 @@ def report_handler_error(error, job, acknowledged):
 
 def check_after_handler(job, db, pause, acknowledged):
     """Problems the handler left behind, each printed on one line; True when there were none."""
+    events.record("returned", id=job["id"])
     ok = True
     if db.in_transaction:
         db.rollback()
+        events.record("transaction-open", id=job["id"])
         print(f"handler.py left a transaction open, so its writes for {job['id']} were rolled"
               " back: put them inside 'with db:'.", file=sys.stderr)
         ok = False
     if pause.point and not pause.reached:
+        events.record("pause-not-reached", id=job["id"], point=pause.point)
         print(f"Pause point {pause.point} was never reached: handler.py has no"
               f" checkpoint(pause, '{pause.point}') on this path.", file=sys.stderr)
         ok = False
     if not acknowledged:
+        events.record("no-ack", id=job["id"])
         print(f"handler.py returned without acknowledging {job['id']}:"
               " RabbitMQ will deliver it again once this worker exits.", file=sys.stderr)
         ok = False

@@ -42,7 +42,7 @@ except ImportError:
              f" source {ROOT / '.venv' / 'bin' / 'activate'} first; make venv creates it).")
 from nightjar import broker, db as database, labrun, queueing, registrations  # noqa: E402
 import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide, in the learner's language)
-from nightjar.config import Settings  # noqa: E402
+from nightjar.config import Settings, workstation_folder  # noqa: E402
 
 SCENARIOS = ROOT / "scenarios"
 TICKET_DESK = ROOT / "ticket-desk"
@@ -98,8 +98,7 @@ def heading(readme, short=False):
 
 def workstation():
     """The learner's Workstation folder."""
-    return Path(os.environ.get("NIGHTJAR_WORKSTATION")
-                or ROOT / "workstation" / "ticket-desk").resolve()
+    return workstation_folder()
 
 
 def say(line=""):

@@ -31,11 +31,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from nightjar.config import workstation_folder
 from nightjar.rabbitnode import find_tool, free_port, node_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 VAR = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var").resolve()
-WORKSTATION = Path(os.environ.get("NIGHTJAR_WORKSTATION") or ROOT / "workstation" / "ticket-desk")
+WORKSTATION = workstation_folder()
 STATE = VAR / "local.json"
 SITE_PID = VAR / "site.pid"
 SITE_LOG = VAR / "site.log"

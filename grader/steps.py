@@ -1,0 +1,129 @@
+"""Steps the checks share: interrupting a worker run, and judging what it left behind.
+
+Each step raises Fail (with a reason and a hint key, see findings.py) when
+what it expects did not happen.
+"""
+
+from .findings import (EFFECT_NEVER, EFFECT_WHERE, Fail, NotApplicable, dead_letters,
+                       fail_on_problem, loss_cause, name_text, not_back, settle_call)
+
+
+def interrupt(lab, registration_id, point, *, required=True, on_pause=None):
+    """Ctrl+C at checkpoint POINT, as the learner does it."""
+    run = lab.run(interrupt_at=point, on_pause=on_pause)
+    how = f"Ctrl+C at checkpoint {point}"
+    if run.paused:
+        if not any(event["event"] == "paused" and event["point"] == point for event in run.events):
+            raise Fail(f"handler.py printed 'Paused {point}.' itself, without calling"
+                       f" checkpoint(pause, '{point}'), so the interruption came at the wrong"
+                       " moment", "checkpoint")
+        if run.timed_out:
+            raise Fail(f"after {how} the worker did not stop within {run.timeout:g} s", "stuck")
+        if run.returncode != 130:
+            raise Fail(f"after {how} the worker carried on and exited with status"
+                       f" {run.returncode} instead of stopping (130): handler.py caught the"
+                       " interruption", "swallowed")
+        return run
+    fail_on_problem(run, f"while waiting for checkpoint {point}")
+    if not required:
+        raise NotApplicable(f"handler.py has no checkpoint '{point}', so Ctrl+C there was not"
+                            " tried")
+    raise Fail(f"could not interrupt at checkpoint {point}: handler.py never called"
+               f" checkpoint(pause, '{point}') while processing {registration_id}, so this"
+               " interruption could not be carried out", "checkpoint")
+
+
+def stop_at(lab, registration_id, effect):
+    """The worker kills itself at a real effect."""
+    run = lab.run(stop=effect)
+    if run.stopped_at(effect):
+        return run
+    fail_on_problem(run, f"while waiting to stop the worker {EFFECT_WHERE[effect]}")
+    never, hint = EFFECT_NEVER[effect]
+    raise Fail(f"could not stop the worker {EFFECT_WHERE[effect]}: {never} while processing"
+               f" {registration_id}, so this interruption could not be carried out", hint)
+
+
+def nothing_committed(lab, registration_id, how):
+    if lab.tickets(registration_id):
+        raise Fail(f"after {how}, {registration_id} already had a committed ticket: the work of"
+                   " the interrupted transaction was not rolled back", "partial")
+    if lab.completed(registration_id):
+        raise Fail(f"after {how}, the completion key of {registration_id} was already committed"
+                   " without its ticket, so a retry would skip it for ever", "partial")
+
+
+def expect_back(lab, registration_id, run, how):
+    """The unfinished delivery must be ready again in the queue."""
+    if lab.wait_until_back(expected=loss_cause(run, registration_id) is None):
+        return
+    raise not_back(lab, registration_id, run, how)
+
+
+def check_tickets(lab, registration_id, name, context, run=None):
+    """Exactly one ticket, with the guest's name; `context` names what just ran."""
+    tickets = lab.tickets(registration_id)
+    if not tickets:
+        if lab.completed(registration_id):
+            raise Fail(f"{context} left {registration_id} marked completed but without a ticket",
+                       "partial")
+        if run is not None and (registration_id, True) in run.received():
+            raise Fail(f"{context}: the redelivery of {registration_id} (redelivered=True) was"
+                       f" acknowledged without writing a ticket, so {registration_id} has none",
+                       "skipped")
+        raise Fail(f"{context} left {registration_id} without a ticket", "no-ticket")
+    if len(tickets) > 1:
+        numbers = ", ".join(str(number) for number, _ in tickets)
+        raise Fail(f"{context} wrote a second ticket: {registration_id} has {len(tickets)}"
+                   f" tickets ({numbers})", "duplicate")
+    written = tickets[0][1]
+    if written != name:
+        lengths = (f" ({len(written)} characters instead of {len(name)})"
+                   if len(written) != len(name) else "")
+        raise Fail(f"{context} wrote the ticket of {registration_id} with the name"
+                   f" {name_text(written)} instead of {name_text(name)}{lengths}", "wrong-name")
+
+
+def expect_settled_by_ack(registration_id, context, run):
+    """handler.py settled the delivery with basic_ack, not with a nack or reject."""
+    settled = run.settlement(registration_id)
+    if settled is not None and settled["event"] != "ack":
+        if dead_letters(settled):
+            raise Fail(f"{context}: handler.py settled {registration_id} with"
+                       f" {settle_call(settled)} instead of acknowledging it, so RabbitMQ moved"
+                       " it to the dead-letter queue, where no worker takes it", "dead-letter")
+        raise Fail(f"{context}: handler.py put {registration_id} back in the queue with"
+                   f" {settle_call(settled)} instead of acknowledging it", "no-ack")
+
+
+def expect_acked(lab, registration_id, context, run):
+    """The run acknowledged the delivery: nothing back in the queue, nothing dead-lettered."""
+    expect_settled_by_ack(registration_id, context, run)
+    if not lab.settled_empty(acked=run.settlement(registration_id) is not None):
+        raise Fail(f"{context}: {registration_id} was not acknowledged; it went back to the"
+                   " queue", "no-ack")
+    if lab.dead_lettered():
+        raise Fail(f"{context}: {registration_id} ended in the dead-letter queue instead of"
+                   " being acknowledged", "dead-letter")
+
+
+def received_text(run):
+    """What a run took from the queue, for a reason: 'R-0002 (redelivered=True)' or 'nothing'."""
+    return " / ".join(f"{registration_id} (redelivered={again})"
+                      for registration_id, again in run.received()) or "nothing"
+
+
+def expect_retry(lab, registration_id, name, how):
+    """Run the worker again: the delivery comes back redelivered and ends with one ticket, acked."""
+    run = lab.run()
+    context = f"the retry after {how}"
+    fail_on_problem(run, context)
+    received = run.received()
+    if not received or received[0][0] != registration_id:
+        raise Fail(f"{context}: the worker did not receive {registration_id} again"
+                   f" (it received {received_text(run)})", "lost")
+    if not received[0][1]:
+        raise Fail(f"{context}: {registration_id} came back with redelivered=False, expected"
+                   " RabbitMQ's redelivered=True", "grader")
+    check_tickets(lab, registration_id, name, context, run)
+    expect_acked(lab, registration_id, context, run)

@@ -1,0 +1,109 @@
+"""What a worker run did, as machine-readable events: the contract between worker and grader.
+
+When the environment variable NIGHTJAR_EVENTS names a file, the worker
+appends one JSON object per line to it, each written with a single
+os.write() so a line survives the process being killed right after it.
+When NIGHTJAR_EVENTS is unset nothing is written and nothing changes on the
+terminal. Only the grader sets it; it decides from these events, exit
+statuses, the databases and the queues, never from what a run printed.
+
+Every object has "event" (its kind); the other fields by kind:
+
+    received           id, name, redelivered, tag  a valid job was taken from the queue
+    returned           id                          handle() returned
+    raised             id, type, message, where    handle() raised (where: "handler.py:LINE" or "")
+    load-failed        type, message, where        handler.py could not be imported
+    ack                tag, multiple               basic_ack reached RabbitMQ
+    nack               tag, multiple, requeue      basic_nack reached RabbitMQ
+    reject             tag, requeue                basic_reject reached RabbitMQ
+    double-ack         tag                         a second ack of one delivery, refused
+    no-ack             id                          handle() returned without settling it
+    transaction-open   id                          handle() left a transaction open (rolled back)
+    paused             point                       checkpoint() stopped at the --pause point
+    pause-not-reached  id, point                   the --pause checkpoint never came
+    connection-lost    during, type, message       RabbitMQ's connection or channel went away
+
+The grader's own watcher (grader/effects.py) adds, to the same file:
+
+    before-write       table       the first statement that writes to the database
+    before-commit                  the commit of a transaction that changed the tickets
+    after-commit                   that commit has finished
+    before-ack         tag         a basic_ack is about to be sent to RabbitMQ
+    stop               effect      the watcher kills the worker at this effect
+
+Messages are shortened with shorten() so one huge exception cannot make a
+huge file; the same helper bounds the grader's reasons.
+"""
+
+import json
+import os
+import traceback
+
+ENV = "NIGHTJAR_EVENTS"
+MESSAGE_LIMIT = 200
+SHORTENED = "… [shortened]"
+
+
+def shorten(text, limit=MESSAGE_LIMIT, mark=SHORTENED):
+    """text, or its start followed by `mark`, at most `limit` characters in all."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return text[:limit - len(mark)] + mark
+
+
+def enabled():
+    """True when this run records events (NIGHTJAR_EVENTS is set)."""
+    return bool(os.environ.get(ENV))
+
+
+def record(event, **fields):
+    """Append one event to the file named by NIGHTJAR_EVENTS; nothing when it is unset."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    line = json.dumps({"event": event, **fields}, ensure_ascii=False) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def error_fields(error, stack=()):
+    """type, bounded message and where (the last handler.py line involved) of an exception.
+
+    stack: the frames above the one catching it (traceback.extract_stack()),
+    when the error is caught below handle() and handler.py's line is up there.
+    """
+    where = ""
+    frames = [frame for frame in [*stack, *traceback.extract_tb(error.__traceback__)]
+              if os.path.basename(frame.filename) == "handler.py"]
+    if frames:
+        where = f"handler.py:{frames[-1].lineno}"
+    elif isinstance(error, SyntaxError) and os.path.basename(error.filename or "") == "handler.py":
+        where = f"handler.py:{error.lineno}"
+    message = error.msg if isinstance(error, SyntaxError) else str(error)
+    return {"type": type(error).__name__, "message": shorten(message), "where": where}
+
+
+def read(path):
+    """The events of one run, in order; [] when the run wrote none.
+
+    A line that is not a JSON object (a run killed mid-write) becomes an
+    "unreadable" event holding its start, so nothing is skipped silently.
+    """
+    try:
+        text = open(path, encoding="utf-8", errors="replace").read()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict) or "event" not in event:
+            event = {"event": "unreadable", "text": shorten(line)}
+        found.append(event)
+    return found

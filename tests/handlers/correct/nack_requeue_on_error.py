@@ -1,0 +1,20 @@
+# Right: on an error the delivery goes back to the queue (requeue=True) to be
+# tried again; the database's rollback has undone the half-done work.
+from common import checkpoint
+
+
+def handle(ch, delivery, job, db, pause):
+    try:
+        checkpoint(pause, 'before-write')
+        with db:
+            added = db.execute('INSERT OR IGNORE INTO completed VALUES (?)',
+                               (job['id'],)).rowcount
+            checkpoint(pause, 'inside-transaction')
+            if added:
+                db.execute('INSERT INTO tickets(registration_id,name) VALUES (?,?)',
+                           (job['id'], job['name']))
+        checkpoint(pause, 'after-commit')
+    except Exception:
+        ch.basic_nack(delivery.delivery_tag, requeue=True)
+        return
+    ch.basic_ack(delivery.delivery_tag)
