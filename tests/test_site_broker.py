@@ -17,6 +17,16 @@ def queued_at(lab, registration_id):
         db.close()
 
 
+def queued_names(lab):
+    """Names of the guests (not the lab's R-0001) whose registration RabbitMQ confirmed."""
+    db = lab.db()
+    try:
+        return [name for (name,) in db.execute(
+            "SELECT name FROM registrations WHERE queued_at IS NOT NULL AND id != 'R-0001'")]
+    finally:
+        db.close()
+
+
 def test_registration_saved_while_broker_is_down_is_queued_exactly_once_when_it_is_back(lab):
     down = Site(lab, amqp_url=UNUSED_BROKER, log_name="site-down.log")
     back = None
@@ -78,13 +88,14 @@ def test_fifty_guests_at_once_get_fifty_consecutive_ids_and_fifty_messages(lab):
         assert {status for status, _ in results} == {303}
         ids = sorted(location.rsplit("/", 1)[1] for _, location in results)
         assert ids == [f"R-{n:04d}" for n in range(2, 52)]
+        # On a busy machine a guest's own request may fail to reach RabbitMQ;
+        # the registration is saved all the same and the site's background
+        # round queues it (after its grace period). Either way: each one once.
+        deadline = time.monotonic() + 30
+        while len(queued_names(lab)) < 50:
+            assert time.monotonic() < deadline, site.log.read_text()
+            time.sleep(0.5)
+        assert sorted(queued_names(lab)) == sorted(f"Guest {i}" for i in range(50))
         assert lab.depth() == (50, 0)
-        db = lab.db()
-        try:
-            rows = db.execute("SELECT id, name FROM registrations WHERE queued_at IS NOT NULL"
-                              " AND id != 'R-0001'").fetchall()
-        finally:
-            db.close()
-        assert sorted(name for _, name in rows) == sorted(f"Guest {i}" for i in range(50))
     finally:
         site.stop()
