@@ -45,10 +45,11 @@ grade: ## grade handler.py: in containers while `make up` runs the lab, else as 
 
 # GNU make exits 2 whenever a recipe fails, whatever status the recipe had; so the
 # grader's own status (0 passed, 1 checks failed, 2 cannot grade) is named on a last line.
+NAME_GRADER_STATUS = case $$status in 1) why="checks failed";; 2) why="cannot grade";; \
+	*) why="grading stopped";; esac; echo "The grader exited with status $$status ($$why)." >&2
+
 grade-local: $(STAMP) ## grade handler.py: private RabbitMQ node, throwaway databases, live results read-only
-	@$(PY) -m grader $(GRADE_ARGS) || { status=$$?; case $$status in 1) why="checks failed";; \
-	2) why="cannot grade";; *) why="grading stopped";; esac; \
-	echo "The grader exited with status $$status ($$why)." >&2; exit $$status; }
+	@$(PY) -m grader $(GRADE_ARGS) || { status=$$?; $(NAME_GRADER_STATUS); exit $$status; }
 
 .PHONY: units unit check-unit solve-unit
 units: $(STAMP) ## the lab's units and companion lessons, each starting on its own
@@ -112,7 +113,8 @@ grade-docker: ## grade the Workstation's handler.py with the grader's own broker
 	@$(NEED_DOCKER)
 	$(COMPOSE) --profile grader build grader
 	@status=0; $(COMPOSE) --profile grader run --rm grader || status=$$?; \
-	$(COMPOSE) --profile grader rm --stop --force grader-broker >/dev/null 2>&1; exit $$status
+	$(COMPOSE) --profile grader rm --stop --force grader-broker >/dev/null 2>&1; \
+	[ $$status = 0 ] || { $(NAME_GRADER_STATUS); }; exit $$status
 
 base-images: ## build both base images from Debian packages (no image registry needed; root)
 	@$(NEED_DOCKER)

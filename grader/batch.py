@@ -27,8 +27,10 @@ from pathlib import Path
 
 from nightjar import broker
 from nightjar.config import Settings, redact_url
+from nightjar.events import shorten
 
 from . import reports
+from .findings import REASON_LIMIT
 from .lab import ROOT
 from .node import NodeError, PrivateNode
 from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
@@ -172,7 +174,7 @@ def grade_one(graders, name, handler, url, options, tmp):
 def verdict(name, code, stdout, dropped, stderr, timed_out, limit):
     """What one grader subprocess's status and output say about the submission."""
     def error(note):
-        return Submission(name, ERROR, note=note[:300])
+        return Submission(name, ERROR, note=shorten(note, REASON_LIMIT))
 
     if timed_out:
         return error(f"grading took longer than {limit:g} s and was stopped")

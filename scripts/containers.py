@@ -16,10 +16,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # `make up` runs with the machine's python3, no venv needed
+from nightjar.siteprobe import site_answers  # noqa: E402  (standard library only)
 ENV_FILE = ROOT / ".env"
 SAFE_CREDENTIAL = re.compile(r"[A-Za-z0-9_-]*")
 CREDENTIALS = ("NIGHTJAR_RABBITMQ_USER", "NIGHTJAR_RABBITMQ_PASSWORD", "NIGHTJAR_GRADER_RABBITMQ_PASSWORD")
@@ -156,21 +157,17 @@ def service_state(compose, service):
 
 
 def wait_for_site(compose, port):
-    url = f"http://127.0.0.1:{port}/healthz"
+    url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + READY_SECONDS
     restarted_before = service_state(compose, "site")[1]  # counts since the container was created
     while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass
+        if site_answers(url):
+            return
         status, restarts = service_state(compose, "site")
         if status in ("exited", "dead", "missing") or restarts > restarted_before:
             raise Refused(f"site stopped ({status}) before it answered. Its log: {' '.join(compose)} logs site")
         time.sleep(0.5)
-    raise Refused(f"site did not answer at {url} within {READY_SECONDS} s. Its log: {' '.join(compose)} logs site")
+    raise Refused(f"site did not answer at {url}healthz within {READY_SECONDS} s. Its log: {' '.join(compose)} logs site")
 
 
 def up(compose, environ):

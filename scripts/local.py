@@ -28,11 +28,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from nightjar.config import workstation_folder
 from nightjar.rabbitnode import find_tool, free_port, node_environment
+from nightjar.siteprobe import site_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 VAR = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var").resolve()
@@ -265,12 +265,8 @@ def wait_for_site(process, url, timeout=30):
             say(f"The site stopped at once (exit status {process.returncode}). The end of {SITE_LOG}:")
             say("\n".join(SITE_LOG.read_text(errors="replace").splitlines()[-15:]))
             sys.exit(1)
-        try:
-            with urllib.request.urlopen(url + "healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
+        if site_answers(url):
+            return
         time.sleep(0.1)
     say(f"The site did not answer at {url} within {timeout} s; see {SITE_LOG}.")
     sys.exit(1)

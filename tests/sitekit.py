@@ -12,6 +12,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from nightjar.siteprobe import site_answers
 from nightjar.rabbitnode import free_port  # noqa: F401  (site tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,11 +22,7 @@ CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 def answers(url, timeout=1):
     """True when the site at url serves /healthz."""
-    try:
-        with urllib.request.urlopen(url + "healthz", timeout=timeout) as response:
-            return response.status == 200
-    except OSError:
-        return False
+    return site_answers(url, timeout)
 
 
 def node_port():
