@@ -32,7 +32,7 @@ from nightjar.events import shorten
 from . import reports
 from .findings import REASON_LIMIT
 from .lab import ROOT
-from .node import NodeError, PrivateNode
+from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 
 # Bytes of a grader's output kept; a grader's JSON report is a few kilobytes.

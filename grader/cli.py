@@ -19,7 +19,7 @@ from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, redact_url,
 
 from . import checks, live, reports
 from .lab import Processes
-from .node import NodeError, PrivateNode
+from nightjar.harness.rabbitnode import NodeError, PrivateNode
 
 
 def default_handler():

@@ -278,7 +278,7 @@ class Lab:
         """
         self._runs += 1
         events_path = self.dir / f"events-{self._runs}.jsonl"
-        command = [sys.executable, "-m", "grader.effects", "--parent", str(os.getpid())]
+        command = [sys.executable, "-m", "nightjar.harness.effects", "--parent", str(os.getpid())]
         if stop:
             command += ["--stop", stop]
         if db_timeout is not None:

@@ -1,6 +1,12 @@
-"""Shared plumbing of the Nightjar ticket-desk lab.
+"""Shared code of the Nightjar ticket-desk lab.
 
-The site, the Workstation tools (ticket-desk/) and the grader all import this
-package, so each fact (configuration, schema, queue topology, message format)
-lives in exactly one place.
+The modules here are the facts the site, the Workstation programs
+(ticket-desk/), the scenarios and the grader share, each in one place:
+config (settings), db (schema), registrations, messages (the job format),
+broker (queue topology), queueing (saving and queueing a registration),
+events (what the worker reports to the grader).
+
+    runtime/   what ticket-desk/worker.py and desk.py run on
+    harness/   throwaway labs and real processes, for the grader, the unit
+               scripts, make local and the tests
 """

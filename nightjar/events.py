@@ -23,7 +23,7 @@ Every object has "event" (its kind); the other fields by kind:
     pause-not-reached  id, point                   the --pause checkpoint never came
     connection-lost    during, type, message       RabbitMQ's connection or channel went away
 
-The grader's own watcher (grader/effects.py) adds, to the same file:
+The grader's own watcher (nightjar/harness/effects.py) adds, to the same file:
 
     before-write       table       the first statement that writes to the database
     before-commit                  the commit of a transaction that changed the tickets

@@ -40,7 +40,8 @@ try:
 except ImportError:
     sys.exit(f"{sys.executable} has no pika: use the lab's Python (make unit N=..., or"
              f" source {ROOT / '.venv' / 'bin' / 'activate'} first; make venv creates it).")
-from nightjar import broker, db as database, labrun, queueing, registrations  # noqa: E402
+from nightjar import broker, db as database, queueing, registrations  # noqa: E402
+from nightjar.harness import processes  # noqa: E402
 import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide, in the learner's language)
 from nightjar.config import Settings, workstation_folder  # noqa: E402
 
@@ -202,7 +203,7 @@ def prepare_workstation(unit, folder):
         say(f"Workstation {folder}: created as a copy of ticket-desk/")
     else:
         say(f"Workstation {folder}:")
-    for tool in labrun.TOOLS:
+    for tool in processes.TOOLS:
         mine, original = folder / tool, TICKET_DESK / tool
         if not mine.exists():
             shutil.copyfile(original, mine)
@@ -360,7 +361,7 @@ def stop_at(lab, point, hint):
     worker = lab.start("worker.py", "--pause", point)
     try:
         worker.wait_for(f"Paused {point}.", timeout=20)
-    except labrun.NeverPrinted:
+    except processes.NeverPrinted:
         worker.stop()
         last = (worker.stderr.strip().splitlines() or [f"it never printed Paused {point}."])[-1]
         raise Missing(f"missing: {hint} (python3 worker.py --pause {point}: {last})") from None
@@ -461,7 +462,7 @@ def trial_idempotent(lab):
 
 def try_handler(trial, handler, settings):
     """Run a trial in a throwaway lab (own database and queue on the live broker); its lines."""
-    with labrun.ThrowawayLab(handler, settings.amqp_url, trial_queue_prefix(settings)) as lab:
+    with processes.ThrowawayLab(handler, settings.amqp_url, trial_queue_prefix(settings)) as lab:
         try:
             trial(lab)
         except Missing as line:
@@ -500,7 +501,7 @@ class Desk:
     def __init__(self):
         self.settings = Settings.from_env()
         self.folder = workstation()
-        self.env = labrun.program_env(self.settings)
+        self.env = processes.program_env(self.settings)
         if not (self.folder / "worker.py").is_file():
             raise Stop(f"no Workstation folder at {self.folder}: run ./setup first")
 
@@ -545,7 +546,7 @@ class Desk:
     def run(self, *args, expect=None):
         """Run a program to the end, showing its output; Stop unless it exits 0 (and prints `expect`)."""
         self.shell(" ".join(["python3", *map(shlex.quote, args)]))
-        result = labrun.run(self.folder, self.env, *args, timeout=60)
+        result = processes.run(self.folder, self.env, *args, timeout=60)
         for line in result.stdout.splitlines() + result.stderr.splitlines():
             say(line)
         if result.returncode != 0:
@@ -557,10 +558,10 @@ class Desk:
     def run_until_paused(self, point, expect_received):
         """python3 worker.py --pause POINT, then Ctrl+C at `Paused POINT.`; the exit status."""
         self.shell(f"python3 worker.py --pause {point}")
-        worker = labrun.start(self.folder, self.env, "worker.py", "--pause", point)
+        worker = processes.start(self.folder, self.env, "worker.py", "--pause", point)
         try:
             worker.wait_for(f"Paused {point}.", timeout=30)
-        except labrun.NeverPrinted:
+        except processes.NeverPrinted:
             worker.stop()
             for line in worker.lines + worker.stderr.splitlines():
                 say(line)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # `make up` runs with the machine's python3, no venv needed
-from nightjar.siteprobe import site_answers  # noqa: E402  (standard library only)
+from nightjar.harness.siteprobe import site_answers  # noqa: E402  (standard library only)
 ENV_FILE = ROOT / ".env"
 SAFE_CREDENTIAL = re.compile(r"[A-Za-z0-9_-]*")
 CREDENTIALS = ("NIGHTJAR_RABBITMQ_USER", "NIGHTJAR_RABBITMQ_PASSWORD", "NIGHTJAR_GRADER_RABBITMQ_PASSWORD")

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from nightjar.config import workstation_folder
-from nightjar.rabbitnode import find_tool, free_port, node_environment
-from nightjar.siteprobe import site_answers
+from nightjar.harness.rabbitnode import find_tool, free_port, node_environment
+from nightjar.harness.siteprobe import site_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 VAR = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var").resolve()

@@ -1,6 +1,6 @@
 import pytest
 
-from grader.node import PrivateNode
+from nightjar.harness.rabbitnode import PrivateNode
 from labkit import Lab
 
 

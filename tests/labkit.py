@@ -6,8 +6,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nightjar import broker, db as database, labrun, queueing
-from nightjar.labrun import Running  # noqa: F401  (tests use labkit.Running)
+from nightjar import broker, db as database, queueing
+from nightjar.harness import processes
+from nightjar.harness.processes import Running  # noqa: F401  (tests use labkit.Running)
 from nightjar.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,11 +100,11 @@ class Lab:
 
     def run(self, program, *args, input="", timeout=30):
         """Run worker.py or desk.py to the end; CompletedProcess with text output."""
-        return labrun.run(self.workdir, self.env, program, *args, input=input, timeout=timeout)
+        return processes.run(self.workdir, self.env, program, *args, input=input, timeout=timeout)
 
     def start(self, program, *args):
         """Start worker.py or desk.py with pipes, for interrupting it."""
-        return labrun.start(self.workdir, self.env, program, *args)
+        return processes.start(self.workdir, self.env, program, *args)
 
     def cleanup(self):
         try:

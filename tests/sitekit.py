@@ -12,8 +12,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from nightjar.siteprobe import site_answers
-from nightjar.rabbitnode import free_port  # noqa: F401  (site tests import it from here)
+from nightjar.harness.siteprobe import site_answers
+from nightjar.harness.rabbitnode import free_port  # noqa: F401  (site tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from nightjar.rabbitnode import free_port
+from nightjar.harness.rabbitnode import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 # What scripts/build-base-images tags.

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pika
 import pytest
 
-from grader.node import PrivateNode
+from nightjar.harness.rabbitnode import PrivateNode
 from labkit import HANDLERS, ROOT, processes_mentioning
 
 WRONG = ROOT / "tests" / "handlers"

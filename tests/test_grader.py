@@ -400,7 +400,7 @@ def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
     try:
         deadline = time.monotonic() + 90
         # Wait until workers spin in the endless loop (so the node is up as well).
-        while not _processes_mentioning(scratch, "grader.effects"):
+        while not _processes_mentioning(scratch, "nightjar.harness.effects"):
             assert grader.poll() is None and time.monotonic() < deadline, grader.stderr.read()
             time.sleep(0.1)
         assert _processes_mentioning(scratch, "beam")  # the private node
@@ -424,7 +424,7 @@ def test_a_killed_grader_leaves_no_broker_workers_or_files(tmp_path):
         start_new_session=True)
     scratch = f"{tmp_path}/nightjar-grader-"
     deadline = time.monotonic() + 90
-    while not _processes_mentioning(scratch, "grader.effects"):
+    while not _processes_mentioning(scratch, "nightjar.harness.effects"):
         assert grader.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
     grader.kill()  # SIGKILL: no finally block runs in the grader

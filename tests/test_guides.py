@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from test_scenarios import FOLDERS, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
-from nightjar import labrun
+from nightjar.harness import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -97,7 +97,7 @@ def parses(command):
                                 timeout=30)
         return "" if result.returncode == 0 else result.stderr.strip()
     if words[0] == "python3" and words[1] in ("worker.py", "desk.py"):
-        env = labrun.program_env(labunits.Settings.from_env())
+        env = processes.program_env(labunits.Settings.from_env())
         result = subprocess.run([sys.executable, words[1], *words[2:], "--help"], cwd=ROOT / "ticket-desk",
                                 env=env, capture_output=True, text=True, timeout=30)
         return "" if result.returncode == 0 else result.stderr.strip()
@@ -125,7 +125,7 @@ def test_the_guides_commands_run_as_written_take_the_unit_to_done(unit, unit_env
     for name in guests_to_register(unit):
         unit_env.register(name)
     folder = unit_env.workstation
-    env = labrun.program_env(unit_env.settings, {
+    env = processes.program_env(unit_env.settings, {
         # `python3` in the guide is the lab's Python, as after `source .venv/bin/activate`.
         "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"])),
         **{k: v for k, v in unit_env.env.items() if k.startswith("NIGHTJAR_")}})
@@ -135,7 +135,7 @@ def test_the_guides_commands_run_as_written_take_the_unit_to_done(unit, unit_env
         words = shlex.split(code) if "\n" not in code.strip() else []
         if "--pause" in words:
             point = words[words.index("--pause") + 1]
-            worker = labrun.start(folder, env, *words[1:])
+            worker = processes.start(folder, env, *words[1:])
             worker.wait_for(f"Paused {point}.", timeout=30)
             last_status = worker.interrupt()  # Ctrl+C
             continue

@@ -17,7 +17,7 @@ import pika.exceptions
 import pytest
 
 from labkit import Lab
-from nightjar.rabbitnode import find_tool, free_port, node_environment
+from nightjar.harness.rabbitnode import find_tool, free_port, node_environment
 
 pytestmark = pytest.mark.skipif(find_tool("rabbitmq-server") is None,
                                 reason="rabbitmq-server is not installed")

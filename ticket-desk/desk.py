@@ -12,7 +12,7 @@ import sys
 import common
 
 try:
-    from nightjar.desk_commands import main
+    from nightjar.runtime.desk_commands import main
 except ModuleNotFoundError as missing:
     sys.exit(common.not_activated(missing))  # one line saying what to run first
 

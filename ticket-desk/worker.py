@@ -13,17 +13,17 @@ import sys
 import common
 
 try:
-    from nightjar import workstation  # the lab's own code: connection, database, pause
+    from nightjar.runtime import worker_runtime  # the lab's own code: connection, database, pause
     from nightjar.messages import BadMessage, decode_job
 except ModuleNotFoundError as missing:
     sys.exit(common.not_activated(missing))  # one line saying what to run first
 
 
 def main():
-    options = workstation.parse_options(sys.argv[1:])
-    handler = workstation.import_handler()  # your handler.py, next to this file
+    options = worker_runtime.parse_options(sys.argv[1:])
+    handler = worker_runtime.import_handler()  # your handler.py, next to this file
 
-    with workstation.session() as session:
+    with worker_runtime.session() as session:
         channel = session.channel
         while True:
             # Ask RabbitMQ for one ready message. basic_get answers at once:
@@ -51,26 +51,26 @@ def main():
             print(f"Received {job['id']} redelivered={delivery.redelivered}")
 
             # Your handle() decides when to ack (see handler.py).
-            ch = workstation.TrackedChannel(channel)  # the channel; notes whether handle() acked
-            pause = workstation.Pause(options.pause, session.connection)  # for checkpoint()
+            ch = worker_runtime.TrackedChannel(channel)  # the channel; notes whether handle() acked
+            pause = worker_runtime.Pause(options.pause, session.connection)  # for checkpoint()
             try:
                 handler.handle(ch, delivery, job, session.db, pause)
-            except workstation.ConnectionLost:
+            except worker_runtime.ConnectionLost:
                 raise  # RabbitMQ itself went away: one line says so, below
             except Exception as error:
                 # handle() raised: show where, and stop without acking. Unless
                 # handle() acked first, RabbitMQ still has the message and
                 # delivers it again.
-                workstation.report_handler_error(error, job, ch.acknowledged)
+                worker_runtime.report_handler_error(error, job, ch.acknowledged)
                 return 1
             print("Handler returned.")
 
             # Say so when handle() left something undone (no ack, an open transaction).
-            if not workstation.check_after_handler(job, session.db, pause, ch.acknowledged):
+            if not worker_runtime.check_after_handler(job, session.db, pause, ch.acknowledged):
                 return 1
             if not options.drain:
                 return 0  # one message only; --drain goes round again
 
 
 if __name__ == "__main__":
-    workstation.run(main)  # exit status; Ctrl+C exits 130; RabbitMQ going away is one line
+    worker_runtime.run(main)  # exit status; Ctrl+C exits 130; RabbitMQ going away is one line

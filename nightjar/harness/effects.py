@@ -1,6 +1,6 @@
 """Run the Workstation's worker.py, watching (and optionally stopping at) its real effects.
 
-    NIGHTJAR_EVENTS=FILE python -m grader.effects [--parent PID] [--stop EFFECT] [--db-timeout S] -- worker.py [ARGS]
+    NIGHTJAR_EVENTS=FILE python -m nightjar.harness.effects [--parent PID] [--stop EFFECT] [--db-timeout S] -- worker.py [ARGS]
 
 Started by the grader with the Workstation folder as its working directory.
 The worker, common.py and the learner's handler.py run exactly as with
@@ -181,9 +181,9 @@ def install(recorder, db_timeout=None):
 
     BlockingChannel.basic_ack = basic_ack
 
-    from nightjar import workstation
+    from nightjar.runtime import worker_runtime
 
-    class ArmingChannel(workstation.TrackedChannel):
+    class ArmingChannel(worker_runtime.TrackedChannel):
         """The worker builds this channel right before calling handle(): start watching."""
 
         def __init__(self, channel):
@@ -192,7 +192,7 @@ def install(recorder, db_timeout=None):
             recorder.committed = _tickets(db) if db is not None else None
             recorder.armed = True
 
-    workstation.TrackedChannel = ArmingChannel
+    worker_runtime.TrackedChannel = ArmingChannel
 
 
 def die_with_parent(parent):
@@ -209,7 +209,7 @@ def die_with_parent(parent):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m grader.effects")
+    parser = argparse.ArgumentParser(prog="python -m nightjar.harness.effects")
     parser.add_argument("--parent", type=int)
     parser.add_argument("--stop", choices=EFFECTS)
     parser.add_argument("--db-timeout", type=float)

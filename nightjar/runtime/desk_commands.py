@@ -4,8 +4,8 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from . import broker, db as database, queueing, registrations
-from .config import Settings, redact_url
+from .. import broker, db as database, queueing, registrations
+from ..config import Settings, redact_url
 
 
 class DeskError(Exception):

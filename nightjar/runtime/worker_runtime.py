@@ -15,10 +15,10 @@ import traceback
 
 import pika.exceptions
 
-from . import broker, db as database, events
-from .broker import ConnectionLost  # noqa: F401  (worker.py lets it through to run())
-from .config import Settings
-from .messages import BadMessage, decode_job
+from .. import broker, db as database, events
+from ..broker import ConnectionLost  # noqa: F401  (worker.py lets it through to run())
+from ..config import Settings
+from ..messages import BadMessage, decode_job
 
 # The checkpoints the lab's handlers use (see handler.py).
 PAUSE_POINTS = ("before-write", "inside-transaction", "after-commit")

@@ -18,8 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
-from . import broker, db as database, queueing
-from .config import Settings
+from .. import broker, db as database, queueing
+from ..config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TICKET_DESK = ROOT / "ticket-desk"
