@@ -31,7 +31,7 @@ from nightjar.events import shorten
 
 from . import reports
 from .findings import REASON_LIMIT
-from .lab import ROOT
+from nightjar.harness.lab import ROOT
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 

@@ -1,4 +1,4 @@
-"""Checks 1-6: the learner's handler.py through real worker processes, real interruptions, real redelivery.
+"""Checks 1-6: the learner's handler.py through real worker processes, real interruptions, real redelivery (runner.py runs them).
 
 Each check runs in labs of its own (own queue, own SQLite file), so one
 failure cannot spill into the next. A check is interrupted two ways where
@@ -12,20 +12,15 @@ that makes sense:
   commit, or just before its basic_ack reaches RabbitMQ (see effects.py).
 """
 
-import threading
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
 
-from nightjar.events import shorten
 from nightjar.messages import REGISTRATION_ID
 from nightjar.registrations import MAX_NAME_LENGTH
 
-from .findings import (EFFECT_WHERE, HINTS, REASON_LIMIT, Fail, NotApplicable, Result,
-                       fail_on_problem, loss_cause, not_back)
-from .steps import (check_tickets, expect_acked, expect_back, expect_retry,
-                    expect_settled_by_ack, interrupt, nothing_committed, received_text, stop_at)
-from .lab import Lab, Workstation
+from .findings import EFFECT_WHERE, Fail, fail_on_problem, loss_cause, not_back
+from .steps import (check_tickets, comes_back, expect_acked, expect_back, expect_retry,
+                    expect_settled_by_ack, interrupt, nothing_committed, received_text,
+                    run_worker, stop_at)
 
 # Guests' names are data: a quote breaks SQL pasted together from them, and
 # accents show a handler that changes the name it writes. LONGEST is as long
@@ -40,9 +35,9 @@ LONGEST = ("Þórdís Åsa D'Arcy-Nguyễn Zoë " * 4)[:MAX_NAME_LENGTH - 1] + "
 
 def v_normal(lab):
     registration_id = lab.register(QUOTED)
-    run = lab.run()
+    run = run_worker(lab)
     fail_on_problem(run, f"the normal delivery of {registration_id}")
-    if (registration_id, False) not in run.received():
+    if (registration_id, False) not in run.events.received():
         raise Fail(f"the worker did not receive {registration_id}"
                    f" (it received {received_text(run)})", "grader")
     check_tickets(lab, registration_id, QUOTED, "the normal delivery", run)
@@ -90,18 +85,18 @@ def v_write_refused(lab):
     registration_id = lab.register("Retry guest")
     holder = lab.hold_write_lock()
     try:
-        run = lab.run(db_timeout=0.5)
+        run = run_worker(lab, db_timeout=0.5)
     finally:
         holder.rollback()
         holder.close()
     how = "the database refusing the write (database is locked)"
-    if run.timed_out or run.first("load-failed"):
+    if run.timed_out or run.events.first("load-failed"):
         fail_on_problem(run, f"while {how}")
     nothing_committed(lab, registration_id, how)
-    if lab.wait_until_back(expected=loss_cause(run, registration_id) is None):
+    if comes_back(lab, expected=loss_cause(run, registration_id) is None):
         expect_retry(lab, registration_id, "Retry guest", how)
         return how
-    settled = run.settlement(registration_id)
+    settled = run.events.settlement(registration_id)
     if run.returncode == 0 and settled is not None and settled["event"] == "ack":
         raise Fail(f"the database refused the write (database is locked), yet handler.py"
                    f" acknowledged {registration_id} and returned normally: the delivery was"
@@ -150,15 +145,15 @@ def v_same_name(lab):
     run (--drain) on the same database. Catches handlers that key the work on the name, or on
     something that starts again in every worker run (delivery.delivery_tag)."""
     first = lab.register(SAME)
-    run = lab.run()
+    run = run_worker(lab)
     fail_on_problem(run, f"the first worker run, processing {first}")
     check_tickets(lab, first, SAME, "the first worker run", run)
     expect_settled_by_ack(first, "the first worker run", run)
     later = [lab.register(SAME), lab.register(SAME)]
-    run = lab.run("--drain")
+    run = run_worker(lab, "--drain")
     context = f"a second worker run on the same database, processing {' and '.join(later)}"
     fail_on_problem(run, context)
-    got = [registration_id for registration_id, _ in run.received()]
+    got = [registration_id for registration_id, _ in run.events.received()]
     for index, registration_id in enumerate(later):
         if registration_id not in got:
             raise Fail(f"{context}: the worker did not receive {registration_id}"
@@ -175,15 +170,15 @@ def v_same_name(lab):
 
 def v_duplicate(lab):
     registration_id = lab.register("Normal guest")
-    run = lab.run()
+    run = run_worker(lab)
     fail_on_problem(run, f"the first delivery of {registration_id}")
     check_tickets(lab, registration_id, "Normal guest", "the first delivery", run)
     expect_settled_by_ack(registration_id, "the first delivery", run)
-    lab.deliver_again(registration_id, "Normal guest")
-    run = lab.run()
+    lab.deliver_again(registration_id)
+    run = run_worker(lab)
     context = f"the duplicate delivery of finished {registration_id}"
     fail_on_problem(run, context)
-    if (registration_id, False) not in run.received():
+    if (registration_id, False) not in run.events.received():
         raise Fail(f"{context}: the worker did not receive it"
                    f" (it received {received_text(run)})", "grader")
     tickets = lab.tickets(registration_id)
@@ -227,92 +222,3 @@ CHECKS = [
           f"three registrations all named '{SAME}' got one ticket each: {{hows}}"),
     Check(6, "A duplicate delivery of a finished ID adds no ticket", [("duplicate", v_duplicate)]),
 ]
-
-
-def _run_variant(make_lab, check, key, function):
-    """('pass'|'n/a'|'fail', sentence, hint) for one variant; never raises."""
-    lab = None
-    try:
-        lab = make_lab(f"c{check.number}-{key}")
-        return "pass", function(lab), ""
-    except NotApplicable as note:
-        return "n/a", str(note), ""
-    except Fail as failure:
-        return "fail", failure.reason, HINTS.get(failure.hint, failure.hint)
-    except Exception as error:  # the grader's own trouble: say so, never crash
-        detail = traceback.format_exception_only(type(error), error)[-1].strip()
-        return "fail", f"the grader could not carry out this check ({detail})", HINTS["grader"]
-    finally:
-        if lab is not None:
-            try:
-                lab.close()
-            except Exception:
-                pass
-
-
-def combine(check, outcomes):
-    """One Result from the variants' outcomes, in the check's variant order."""
-    failures = [(text, hint) for status, text, hint in outcomes if status == "fail"]
-    if failures:
-        reason, hint = failures[0]
-        more = ""
-        if len(failures) == 2:
-            more = " (one more of this check's trials failed too)"
-        elif len(failures) > 2:
-            more = f" ({len(failures) - 1} more of this check's trials failed too)"
-        reason = shorten(reason, REASON_LIMIT - len(more)) + more
-        return Result(check.name, False, _sentence(reason), hint)
-    passed = [text for status, text, _ in outcomes if status == "pass"]
-    notes = [text for status, text, _ in outcomes if status == "n/a"]
-    reason = check.success.format(hows="; ".join(passed))
-    if notes:
-        reason += " (" + "; ".join(notes) + ")"
-    return Result(check.name, True, _sentence(reason), "")
-
-
-def _sentence(text):
-    if text.startswith(("handler.py", "worker.py")):
-        return text
-    return text[:1].upper() + text[1:]
-
-
-def run_checks(make_lab, checks=CHECKS, parallel=None):
-    """Every variant of every check, concurrently; [Result] in check order."""
-    tasks = [(check, key, function) for check in checks for key, function in check.variants]
-    outcomes = {}
-    limit = threading.Semaphore(parallel or len(tasks))
-
-    def work(index, check, key, function):
-        with limit:
-            outcomes[index] = _run_variant(make_lab, check, key, function)
-
-    threads = [threading.Thread(target=work, args=(i, *task), daemon=True)
-               for i, task in enumerate(tasks)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
-    results = []
-    for check in checks:
-        mine = [outcomes[i] for i, task in enumerate(tasks) if task[0] is check]
-        results.append(combine(check, mine))
-    return results
-
-
-def grade_handler(handler, amqp_url, scratch, *, queue_prefix="nightjar.grader", timeout=10.0,
-                  delete_queues=True, checks=CHECKS):
-    """[Result] of checks for one handler.py on the broker at amqp_url.
-
-    Each variant gets its own queue (named queue_prefix.<random>.<variant>)
-    and its own database under the folder `scratch`; delete_queues removes
-    the queues afterwards (not needed on a private node thrown away whole).
-    """
-    scratch = Path(scratch)
-    workstation = Workstation(scratch / "workstation", handler)
-
-    def make_lab(label):
-        return Lab(scratch / "labs", workstation, amqp_url, label, run_timeout=timeout,
-                   queue_prefix=queue_prefix, delete_queues=delete_queues)
-
-    return run_checks(make_lab, checks)

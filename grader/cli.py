@@ -17,9 +17,10 @@ from nightjar import broker
 from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, redact_url,
                              workstation_folder)
 
-from . import checks, live, reports
-from .lab import Processes
+from nightjar.harness import processes
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
+
+from . import live, reports, runner
 
 
 def default_handler():
@@ -131,13 +132,13 @@ def grade(options, timings=None):
                 node.wait_ready()
                 url = node.url
         with timings.measure("checks"):
-            results = checks.grade_handler(handler, url, scratch / "grading",
+            results = runner.grade_handler(handler, url, scratch / "grading",
                                            timeout=options.timeout, delete_queues=node is None)
         return results + live_results, None
     except NodeError as error:
         return [], f"could not start a private RabbitMQ node for grading: {error}"
     finally:
-        Processes.kill_all()
+        processes.kill_all()
         with timings.measure("broker_stop"):
             if node is not None:
                 node.stop()

@@ -119,29 +119,29 @@ def _quoted_name(run, registration_id):
 
 def run_problem(run, what):
     """(reason, hint) when the worker did not finish a delivery normally, else None."""
-    stray = run.stray_settlement()
+    stray = run.events.stray_settlement()
     if stray is not None:
         # RabbitMQ closes the channel for it, sooner or later, and the worker may then fail
         # or hang in any way: this is the cause, whatever the exit.
-        unsettled = [rid for rid, _ in run.received() if run.settlement(rid) is None]
+        unsettled = [rid for rid, _ in run.events.received() if run.events.settlement(rid) is None]
         return (f"{what}: handler.py called {settle_call(stray)} with delivery tag"
                 f" {stray['tag']}, which no delivery of this worker run had, so"
                 f" {' and '.join(unsettled) or 'its delivery'} was never acknowledged", "no-ack")
     if run.timed_out:
-        return (f"{what}: the worker did not finish within {run.timeout:g} s, so it was stopped;"
+        return (f"{what}: the worker did not finish within {run.time_limit:g} s, so it was stopped;"
                 " handler.py seems stuck (an endless loop?)", "stuck")
-    loaded = run.first("load-failed")
+    loaded = run.events.first("load-failed")
     if loaded:
         return f"handler.py could not be loaded: {describe_error(loaded)}", "error"
-    if run.first("double-ack"):
+    if run.events.first("double-ack"):
         return (f"{what}: handler.py acknowledged the delivery twice (RabbitMQ closes the"
                 " channel on the second ack: PRECONDITION_FAILED, unknown delivery tag)",
                 "double-ack")
-    lost = run.first("connection-lost")
+    lost = run.events.first("connection-lost")
     if lost:
         return (f"{what}: RabbitMQ's channel was gone when handler.py called {lost['during']}"
                 f" ({describe_error(lost)})", "connection")
-    raised = run.first("raised")
+    raised = run.events.first("raised")
     if raised:
         reason = f"{what}: handler.py raised {describe_error(raised)}"
         name = _quoted_name(run, raised["id"])
@@ -149,13 +149,13 @@ def run_problem(run, what):
             return (f"{reason}; the guest's name {name_text(name)} holds a quote, which breaks"
                     " SQL that has the name pasted into its text", "sql-data")
         return reason, "raised"
-    if run.first("no-ack"):
+    if run.events.first("no-ack"):
         return (f"{what}: handler.py returned without acknowledging the delivery, so RabbitMQ"
                 " still holds it and would deliver it again", "no-ack")
-    if run.first("transaction-open"):
+    if run.events.first("transaction-open"):
         return (f"{what}: handler.py left a transaction open and its writes were rolled back"
                 " (the writes belong inside `with db:`)", "no-ticket")
-    if run.first("pause-not-reached"):
+    if run.events.first("pause-not-reached"):
         return None  # the caller decides what a missing checkpoint means
     if run.returncode != 0:
         tail = [line for line in run.stderr.splitlines() if line.strip()]
@@ -183,12 +183,12 @@ def dead_letters(event):
 
 def loss_cause(run, registration_id):
     """Why the delivery will not come back: settled too early, or dead-lettered; None if not settled."""
-    settled = run.settlement(registration_id)
+    settled = run.events.settlement(registration_id)
     if settled is None or not (settled["event"] == "ack" or dead_letters(settled)):
         return None
     how = ("acknowledged" if settled["event"] == "ack"
            else f"rejected with {settle_call(settled)}")
-    before = run.kinds()[:run.events.index(settled)]
+    before = run.events.kinds()[:run.events.index(settled)]
     if "before-write" not in before:
         return f"it was {how} before its ticket was written"
     if "after-commit" not in before:

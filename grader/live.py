@@ -14,7 +14,7 @@ import pika.exceptions
 from nightjar import broker, db as database, registrations
 from nightjar.config import redact_url
 
-from .checks import Result
+from .findings import Result
 
 TICKETS_NAME = "Live results: every registration has exactly one ticket with its own name"
 QUEUE_NAME = "Live queue: nothing is waiting"

@@ -107,3 +107,50 @@ def read(path):
             event = {"event": "unreadable", "text": shorten(line)}
         found.append(event)
     return found
+
+
+SETTLING = ("ack", "nack", "reject")
+
+
+class EventLog(list):
+    """The events of one run (a list of dicts), with the questions the grader asks of them."""
+
+    def first(self, kind):
+        """The first event of that kind, or None."""
+        return next((event for event in self if event["event"] == kind), None)
+
+    def kinds(self):
+        """The event kinds in order: ['received', 'before-write', ..., 'ack', ...]."""
+        return [event["event"] for event in self]
+
+    def received(self):
+        """[(registration ID, redelivered)] in the order the worker took them."""
+        return [(event["id"], event["redelivered"]) for event in self if event["event"] == "received"]
+
+    def paused_at(self, point):
+        """Did checkpoint() itself stop at POINT (not a handler printing the line)?"""
+        return any(event["event"] == "paused" and event["point"] == point for event in self)
+
+    def stopped_at(self, effect):
+        return any(event["event"] == "stop" and event.get("effect") == effect for event in self)
+
+    def settlement(self, registration_id):
+        """The ack, nack or reject event that settled the registration's delivery, or None."""
+        tags = [event["tag"] for event in self
+                if event["event"] == "received" and event["id"] == registration_id]
+        return next((event for event in self
+                     if event["event"] in SETTLING and _settles(event, tags)), None)
+
+    def stray_settlement(self):
+        """The first ack, nack or reject of a delivery tag this run never received, or None."""
+        tags = [event["tag"] for event in self if event["event"] == "received"]
+        return next((event for event in self
+                     if event["event"] in SETTLING and not _settles(event, tags)), None)
+
+
+def _settles(event, tags):
+    """Does this ack/nack/reject settle one of these delivery tags? (multiple: all up to its tag)"""
+    tag = event.get("tag")
+    if event.get("multiple"):
+        return tag == 0 or any(t <= tag for t in tags)
+    return tag in tags

@@ -148,3 +148,9 @@ def all_registrations(db):
         if row[1] in registrations:
             registrations[row[1]].tickets.append(Ticket(*row))
     return list(registrations.values())
+
+
+def all_tickets(db):
+    """Every ticket, in number order."""
+    rows = db.execute("SELECT number, registration_id, name, issued_at FROM tickets ORDER BY number")
+    return [Ticket(*row) for row in rows]

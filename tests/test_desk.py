@@ -1,6 +1,6 @@
 """desk.py on real rows: status, register, retry, and the local repair of duplicate tickets."""
 
-from labkit import NO_MANAGEMENT_LINE
+from labkit import NO_MANAGEMENT_LINE, rows
 
 
 def db_rows(lab):
@@ -19,7 +19,7 @@ def make_duplicates(lab):
     lab.run("desk.py", "retry", normal)
     other = lab.register("Other guest")
     assert lab.run("worker.py", "--drain").returncode == 0
-    assert [t[0] for t in lab.tickets(normal)] == [2, 3]
+    assert [t.number for t in lab.tickets(normal)] == [2, 3]
     return normal, other
 
 
@@ -46,7 +46,7 @@ def test_register_queues_through_the_site_code_path(lab):
     assert (result.returncode, result.stdout) == (0, "Registered R-0002 and queued it.\n")
     assert lab.depth() == (1, 0)
     assert lab.run("worker.py").stdout == "Received R-0002 redelivered=False\nHandler returned.\n"
-    assert lab.tickets("R-0002") == [(2, "R-0002", "Desk guest")]
+    assert rows(lab.tickets("R-0002")) == [(2, "R-0002", "Desk guest")]
 
 
 def test_register_refuses_an_empty_name(lab):

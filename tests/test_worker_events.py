@@ -97,7 +97,7 @@ def test_an_unreadable_line_is_kept_not_skipped(tmp_path):
 def test_a_channel_gone_before_the_ack_is_recorded(lab, tmp_path):
     events_file = tmp_path / "events.jsonl"
     lab.extra_env[events.ENV] = str(events_file)
-    (lab.workdir / "handler.py").write_text(
+    (lab.workstation / "handler.py").write_text(
         "def handle(ch, delivery, job, db, pause):\n"
         "    ch.close()\n"
         "    ch.basic_ack(delivery.delivery_tag)\n")

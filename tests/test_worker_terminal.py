@@ -28,7 +28,7 @@ def run_in_terminal(lab, *args, wait_for, keys):
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     worker = subprocess.Popen(
-        [sys.executable, "worker.py", *args], cwd=lab.workdir, env=lab.env,
+        [sys.executable, "worker.py", *args], cwd=lab.workstation, env=lab.env,
         stdin=terminal, stdout=terminal, stderr=terminal,
         start_new_session=True, preexec_fn=take_terminal)
     os.close(terminal)
@@ -77,7 +77,7 @@ def test_ctrl_c_at_a_pause_leaves_the_prompt_on_a_fresh_line(lab):
      "      ch.basic_ack(delivery.delivery_tag)\n", "IndentationError", 4),
 ], ids=["missing-colon", "body-not-indented", "unindent-mismatch"])
 def test_a_broken_handler_is_one_line_and_takes_no_message(lab, source, kind, line):
-    (lab.workdir / "handler.py").write_text(source)
+    (lab.workstation / "handler.py").write_text(source)
     lab.register("Syntax guest")
     result = lab.run("worker.py")
     try:  # Python's own wording of what is wrong
@@ -91,7 +91,7 @@ def test_a_broken_handler_is_one_line_and_takes_no_message(lab, source, kind, li
 
 
 def test_a_handler_failing_at_import_shows_its_own_lines_only(lab):
-    (lab.workdir / "handler.py").write_text(textwrap.dedent("""\
+    (lab.workstation / "handler.py").write_text(textwrap.dedent("""\
         from common import chekpoint
         """))
     result = lab.run("worker.py")
@@ -99,9 +99,9 @@ def test_a_handler_failing_at_import_shows_its_own_lines_only(lab):
     assert result.stderr.splitlines() == [
         "handler.py could not be loaded; fix it and run the worker again:",
         "Traceback (most recent call last):",
-        f'  File "{lab.workdir / "handler.py"}", line 1, in <module>',
+        f'  File "{lab.workstation / "handler.py"}", line 1, in <module>',
         "    from common import chekpoint",
-        f"ImportError: cannot import name 'chekpoint' from 'common' ({lab.workdir / 'common.py'})",
+        f"ImportError: cannot import name 'chekpoint' from 'common' ({lab.workstation / 'common.py'})",
     ]
 
 

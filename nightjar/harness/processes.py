@@ -1,41 +1,39 @@
-"""Running the Workstation programs as real processes, and throwaway labs to run them in.
+"""The Workstation programs (worker.py, desk.py) as real processes whose output is read line by line.
 
-The scenario scripts (scenarios/labunits.py) and the tests both use this:
-start `python3 worker.py` in a folder, read its output line by line, stop it
-at `Paused POINT.` with Ctrl+C (SIGINT) or Enter, and look at what it left in
-the database and the queue.
+The grader, the unit scripts (scenarios/) and the tests start `python3
+worker.py` in a Workstation folder, wait for a line such as `Paused POINT.`,
+interrupt it, and read what it printed and (with events on) what it did.
 """
 
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
-from .. import broker, db as database, queueing
-from ..config import Settings
+from .. import events as worker_events
 
-ROOT = Path(__file__).resolve().parents[1]
-TICKET_DESK = ROOT / "ticket-desk"
-# The programs a Workstation folder needs besides the learner's handler.py.
-TOOLS = ("worker.py", "desk.py", "common.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class NeverPrinted(AssertionError):
     """A program did not print the line we waited for; the text shows what it printed."""
 
 
-def program_env(settings, extra=None):
-    """os.environ with the lab's settings, unbuffered output, and this checkout importable."""
-    env = dict(os.environ)
+def program_env(settings, extra=None, isolated=False):
+    """The environment of a Workstation program: the lab's settings, unbuffered output, this checkout importable.
+
+    isolated: leave out every NIGHTJAR_* setting of the caller (a throwaway lab
+    must not see the live lab's), and write no .pyc files into the folder.
+    """
+    env = {k: v for k, v in os.environ.items() if not (isolated and k.startswith("NIGHTJAR_"))}
     env.update(NIGHTJAR_AMQP_URL=settings.amqp_url, NIGHTJAR_DB=settings.db_path,
                NIGHTJAR_QUEUE=settings.queue, PYTHONUNBUFFERED="1")
+    if isolated:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     if settings.management_url:
         env["NIGHTJAR_MANAGEMENT_URL"] = settings.management_url
     # Programs import nightjar; make this checkout's copy importable even when
@@ -51,32 +49,64 @@ def run(workdir, env, program, *args, input="", timeout=30):
                           input=input, capture_output=True, text=True, timeout=timeout)
 
 
-def start(workdir, env, program, *args):
-    """Start worker.py or desk.py with pipes, to wait for its lines and interrupt it."""
-    return Running(subprocess.Popen(
-        [sys.executable, program, *args], cwd=workdir, env=env, text=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+def start(workdir, env, program, *args, events_path=None, stderr_limit=None):
+    """Start worker.py or desk.py with pipes, to wait for its lines and interrupt it.
+
+    `program` may also be a full command (a list), e.g. the effects watcher's.
+    events_path: the events file the program writes (NIGHTJAR_EVENTS), read at
+    the end. stderr_limit: keep only that many characters of the end of stderr.
+    """
+    command = list(program) if isinstance(program, (list, tuple)) else [sys.executable, program]
+    # A session of its own: what handler.py starts can be stopped with its worker.
+    process = subprocess.Popen(
+        [*command, *args], cwd=workdir, env=env, text=True, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return Running(process, events_path, stderr_limit)
+
+
+def kill_all():
+    """Stop every started program that is still running (the grader on Ctrl+C)."""
+    with Running.lock:
+        running = list(Running.alive)
+    for program in running:
+        program.kill()
 
 
 class Running:
     """A started program whose output is read line by line.
 
     Reader threads collect stdout and stderr, so waiting for a line has a real
-    time limit even when the program hangs without printing anything.
+    time limit even when the program hangs without printing anything. After
+    finish(): returncode, lines, stderr, events (nightjar/events.py), timed_out.
     """
 
-    def __init__(self, process):
+    lock = threading.Lock()
+    alive = set()
+
+    def __init__(self, process, events_path=None, stderr_limit=None):
         self.process = process
         self.lines = []
         self.stderr = ""
+        self.events = worker_events.EventLog()
+        self.timed_out = False
+        self.time_limit = None
+        self.paused = False  # set by interruptions.ctrl_c_at
+        self._events_path = events_path
+        self._stderr_limit = stderr_limit
         self._lines = queue.Queue()
         self._stderr_parts = []
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),
             threading.Thread(target=self._read_stderr, daemon=True),
         ]
+        with Running.lock:
+            Running.alive.add(self)
         for reader in self._readers:
             reader.start()
+
+    @property
+    def returncode(self):
+        return self.process.returncode
 
     def _read_stdout(self):
         for line in self.process.stdout:
@@ -84,7 +114,13 @@ class Running:
         self._lines.put(None)
 
     def _read_stderr(self):
-        self._stderr_parts.append(self.process.stderr.read())
+        if self._stderr_limit is None:
+            self._stderr_parts.append(self.process.stderr.read())
+            return
+        tail = ""  # a handler may print megabytes: keep the end only
+        for chunk in iter(lambda: self.process.stderr.read(65536), ""):
+            tail = (tail + chunk)[-self._stderr_limit:]
+        self._stderr_parts.append(tail)
 
     def wait_for(self, line, timeout=15):
         """Read stdout until `line` appears as a whole line; NeverPrinted with what was seen instead."""
@@ -109,10 +145,10 @@ class Running:
                 return
         raise NeverPrinted(f"never printed {line!r}; printed {self.lines!r}, stderr {self.stderr!r}")
 
-    def interrupt(self):
+    def interrupt(self, timeout=30):
         """Ctrl+C: SIGINT, then the exit status (the rest of the output is collected)."""
         self.process.send_signal(signal.SIGINT)
-        return self.finish()
+        return self.finish(timeout)
 
     def press_enter(self):
         self.process.stdin.write("\n")
@@ -120,12 +156,14 @@ class Running:
         return self.finish()
 
     def finish(self, timeout=30):
-        """Wait for the end; collect the remaining output; the exit status."""
+        """Wait for the end (killing it after `timeout` s); collect the remaining output; the exit status."""
+        self.time_limit = self.time_limit or timeout
         try:
-            self.process.wait(timeout=timeout)
+            self.process.wait(timeout=max(0.0, timeout))
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.timed_out = True
+        self.kill()  # also anything handler.py started, which goes with its worker
+        self.process.wait()
         for reader in self._readers:
             reader.join(timeout=5)
         while True:
@@ -141,82 +179,21 @@ class Running:
                 stream.close()
             except OSError:
                 pass
+        if self._events_path is not None:
+            self.events = worker_events.EventLog(worker_events.read(self._events_path))
+        with Running.lock:
+            Running.alive.discard(self)
         return self.process.returncode
 
-    def stop(self):
-        """Make sure the program is gone (used when giving up on it)."""
-        if self.process.poll() is None:
-            self.process.kill()
-        return self.finish()
-
-
-class ThrowawayLab:
-    """A lab of its own on a given broker: a temporary database, its own queue
-    names and a copy of ticket-desk/ with the handler.py under test.
-
-    Nothing here touches the live database or the live queue. Use it as a
-    context manager: the folder and the queues are removed afterwards.
-    """
-
-    def __init__(self, handler_source, amqp_url, queue_prefix="nightjar.trial"):
-        self._tmp = tempfile.TemporaryDirectory(prefix="nightjar-trial-")
-        tmp = Path(self._tmp.name)
-        self.workdir = tmp / "ticket-desk"
-        self.workdir.mkdir()
-        for tool in TOOLS:
-            shutil.copyfile(TICKET_DESK / tool, self.workdir / tool)
-        shutil.copyfile(handler_source, self.workdir / "handler.py")
-        self.settings = Settings(amqp_url=amqp_url, db_path=str(tmp / "nightjar.db"),
-                                 queue=f"{queue_prefix}.{uuid.uuid4().hex[:12]}")
-        self.env = program_env(self.settings)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.cleanup()
-
-    def register(self, name):
-        """Register and queue a guest through the site's code path; the ID."""
-        registration_id, queued = queueing.register_at(self.settings.db_path, self.settings, name)
-        if not queued:
-            raise broker.BrokerUnavailable("RabbitMQ did not confirm the job")
-        return registration_id
-
-    def retry(self, registration_id):
-        return self.run("desk.py", "retry", registration_id)
-
-    def run(self, program, *args, input="", timeout=30):
-        return run(self.workdir, self.env, program, *args, input=input, timeout=timeout)
-
-    def start(self, program, *args):
-        return start(self.workdir, self.env, program, *args)
-
-    def tickets(self, registration_id):
-        """Ticket numbers of one registration."""
-        db = database.connect(self.settings.db_path)
+    def kill(self):
+        """SIGKILL to the program's whole process group (it has a session of its own)."""
         try:
-            return [n for (n,) in db.execute(
-                "SELECT number FROM tickets WHERE registration_id = ? ORDER BY number",
-                (registration_id,))]
-        finally:
-            db.close()
-
-    def completed(self, registration_id):
-        db = database.connect(self.settings.db_path)
-        try:
-            return db.execute("SELECT 1 FROM completed WHERE id = ?",
-                              (registration_id,)).fetchone() is not None
-        finally:
-            db.close()
-
-    def ready(self):
-        """Ready messages in the lab's queue, read without consuming."""
-        return broker.queue_depths(self.settings)[0]
-
-    def cleanup(self):
-        try:
-            broker.delete_queues(self.settings)
-        except broker.BrokerUnavailable:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
-        self._tmp.cleanup()
+
+    def stop(self):
+        """Make sure the program is gone (used when giving up on it); the exit status."""
+        if self.process.poll() is None:
+            self.kill()
+        return self.finish()

@@ -1,0 +1,101 @@
+"""Running the checks: every variant in a throwaway lab of its own, concurrently, combined into one Result per check."""
+
+import threading
+import traceback
+from pathlib import Path
+
+from nightjar.events import shorten
+from nightjar.harness.lab import Lab, copy_workstation
+
+from .checks import CHECKS
+from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result
+
+
+def _run_variant(make_lab, check, key, function):
+    """('pass'|'n/a'|'fail', sentence, hint) for one variant; never raises."""
+    lab = None
+    try:
+        lab = make_lab(f"c{check.number}-{key}")
+        return "pass", function(lab), ""
+    except NotApplicable as note:
+        return "n/a", str(note), ""
+    except Fail as failure:
+        return "fail", failure.reason, HINTS.get(failure.hint, failure.hint)
+    except Exception as error:  # the grader's own trouble: say so, never crash
+        detail = traceback.format_exception_only(type(error), error)[-1].strip()
+        return "fail", f"the grader could not carry out this check ({detail})", HINTS["grader"]
+    finally:
+        if lab is not None:
+            try:
+                lab.cleanup()
+            except Exception:
+                pass
+
+
+def combine(check, outcomes):
+    """One Result from the variants' outcomes, in the check's variant order."""
+    failures = [(text, hint) for status, text, hint in outcomes if status == "fail"]
+    if failures:
+        reason, hint = failures[0]
+        more = ""
+        if len(failures) == 2:
+            more = " (one more of this check's trials failed too)"
+        elif len(failures) > 2:
+            more = f" ({len(failures) - 1} more of this check's trials failed too)"
+        reason = shorten(reason, REASON_LIMIT - len(more)) + more
+        return Result(check.name, False, _sentence(reason), hint)
+    passed = [text for status, text, _ in outcomes if status == "pass"]
+    notes = [text for status, text, _ in outcomes if status == "n/a"]
+    reason = check.success.format(hows="; ".join(passed))
+    if notes:
+        reason += " (" + "; ".join(notes) + ")"
+    return Result(check.name, True, _sentence(reason), "")
+
+
+def _sentence(text):
+    if text.startswith(("handler.py", "worker.py")):
+        return text
+    return text[:1].upper() + text[1:]
+
+
+def run_checks(make_lab, checks=CHECKS, parallel=None):
+    """Every variant of every check, concurrently; [Result] in check order."""
+    tasks = [(check, key, function) for check in checks for key, function in check.variants]
+    outcomes = {}
+    limit = threading.Semaphore(parallel or len(tasks))
+
+    def work(index, check, key, function):
+        with limit:
+            outcomes[index] = _run_variant(make_lab, check, key, function)
+
+    threads = [threading.Thread(target=work, args=(i, *task), daemon=True)
+               for i, task in enumerate(tasks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    results = []
+    for check in checks:
+        mine = [outcomes[i] for i, task in enumerate(tasks) if task[0] is check]
+        results.append(combine(check, mine))
+    return results
+
+
+def grade_handler(handler, amqp_url, scratch, *, queue_prefix="nightjar.grader", timeout=10.0,
+                  delete_queues=True, checks=CHECKS):
+    """[Result] of checks for one handler.py on the broker at amqp_url.
+
+    Each variant gets its own queue (named queue_prefix.<random>.<variant>)
+    and its own database under the folder `scratch`; delete_queues removes
+    the queues afterwards (not needed on a private node thrown away whole).
+    """
+    scratch = Path(scratch)
+    workstation = copy_workstation(scratch / "workstation", handler)  # one copy for every lab
+
+    def make_lab(label):
+        return Lab(amqp_url, folder=scratch / "labs" / label, workstation=workstation,
+                   queue_prefix=queue_prefix, label=label, delete_queues=delete_queues,
+                   worker_timeout=timeout)
+
+    return run_checks(make_lab, checks)

@@ -1,0 +1,47 @@
+"""The lab's two kinds of interruption of a real worker, shared by the grader and the unit checks.
+
+- ctrl_c_at(): as the learner does it: `python3 worker.py --pause POINT`,
+  then Ctrl+C (SIGINT) when it prints `Paused POINT.`;
+- stop_at_effect(): the worker kills itself at a real effect (just before
+  its first database write, the commit of its ticket, just after that commit,
+  or just before its basic_ack), wherever handler.py put (or forgot) its
+  checkpoints (see effects.py).
+
+Both return the finished processes.Running: returncode, lines, stderr,
+timed_out, and events when the lab watched the run.
+"""
+
+import time
+
+from .processes import NeverPrinted
+
+
+def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stderr_limit=None):
+    """Start the worker with --pause POINT and press Ctrl+C at `Paused POINT.`.
+
+    on_pause() runs just before Ctrl+C, while the worker waits at the
+    checkpoint. The whole run has `timeout` seconds (default the lab's
+    worker_timeout); the worker is killed then. The result's `paused` says whether it ever printed the pause line.
+    """
+    timeout = timeout or lab.worker_timeout
+    deadline = time.monotonic() + timeout
+    worker = lab.start("worker.py", *args, "--pause", point, watch=watch, stderr_limit=stderr_limit)
+    worker.time_limit = timeout
+    try:
+        worker.wait_for(f"Paused {point}.", timeout=timeout)
+    except NeverPrinted:
+        worker.paused = False
+        worker.finish(timeout=deadline - time.monotonic())
+        return worker
+    worker.paused = True
+    if on_pause:
+        on_pause()
+    worker.interrupt(timeout=deadline - time.monotonic())
+    return worker
+
+
+def stop_at_effect(lab, effect, *args, timeout=None, stderr_limit=None):
+    """Run the worker until it kills itself at EFFECT (its events say whether it got there)."""
+    worker = lab.start("worker.py", *args, stop_at=effect, stderr_limit=stderr_limit)
+    worker.finish(timeout=timeout or lab.worker_timeout)
+    return worker
