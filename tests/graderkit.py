@@ -1,0 +1,25 @@
+"""What the grader tests share: the wrong handlers' folder, grading a handler through
+`python -m grader --json`, and reading its report's numbered checks."""
+
+import json
+import subprocess
+import sys
+
+from labkit import ROOT
+
+WRONG = ROOT / "tests" / "handlers"
+
+
+def grade(handler, *options, amqp_url=None, env=None, timeout=120):
+    command = [sys.executable, "-m", "grader", "--handler", str(handler), "--json", *options]
+    if amqp_url:
+        command += ["--amqp-url", amqp_url]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                            env=env)
+    assert result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def by_number(report):
+    return {int(check["name"].split(".")[0]): check
+            for check in report["checks"] if check["name"][:1].isdigit()}

@@ -1,0 +1,119 @@
+"""The grader end to end, as `python -m grader` and `make grade-local`: its own broker,
+Ctrl+C, a killed grader, a missing handler, NIGHTJAR_WORKSTATION and exit statuses."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from graderkit import WRONG
+from labkit import HANDLERS, ROOT, processes_mentioning as _processes_mentioning
+
+
+# ---- end to end: the grader's own broker ------------------------------------------------
+
+
+def test_end_to_end_with_its_own_broker(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "--handler", str(HANDLERS["unit3"]), "--skip-live"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "(a private RabbitMQ node, throwaway databases; live results skipped)" in lines
+    assert sum(line.startswith("PASS  ") for line in lines) == 6
+    assert lines[-1] == "All 6 checks passed."
+    assert elapsed < 60
+    # The node and every temporary file are gone.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "grader", "--handler", str(WRONG / "endless_loop.py"),
+         "--skip-live"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    scratch = f"{tmp_path}/nightjar-grader-"
+    try:
+        deadline = time.monotonic() + 90
+        # Wait until workers spin in the endless loop (so the node is up as well).
+        while not _processes_mentioning(scratch, "nightjar.harness.effects"):
+            assert grader.poll() is None and time.monotonic() < deadline, grader.stderr.read()
+            time.sleep(0.1)
+        assert _processes_mentioning(scratch, "beam")  # the private node
+        grader.send_signal(signal.SIGINT)
+        _, err = grader.communicate(timeout=30)
+    finally:
+        if grader.poll() is None:
+            os.killpg(grader.pid, signal.SIGKILL)
+    assert grader.returncode == 130
+    assert "Grading interrupted" in err
+    time.sleep(0.2)
+    assert _processes_mentioning(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_grader_leaves_no_broker_workers_or_files(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "grader", "--handler", str(WRONG / "endless_loop.py"),
+         "--skip-live"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    scratch = f"{tmp_path}/nightjar-grader-"
+    deadline = time.monotonic() + 90
+    while not _processes_mentioning(scratch, "nightjar.harness.effects"):
+        assert grader.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    grader.kill()  # SIGKILL: no finally block runs in the grader
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(tmp_path)) or list(tmp_path.iterdir()):
+        assert time.monotonic() < deadline, (_processes_mentioning(str(tmp_path)),
+                                             list(tmp_path.iterdir()))
+        time.sleep(0.1)
+
+
+def test_missing_handler_is_reported_not_crashed(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "--handler", str(tmp_path / "handler.py"), "--skip-live",
+         "--json"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    report = json.loads(result.stdout)
+    assert report["passed"] is False and "no handler.py at" in report["error"]
+
+
+def test_the_grader_grades_the_workstation_folder_of_nightjar_workstation(tmp_path):
+    """The handler.py the unit scripts check (NIGHTJAR_WORKSTATION), not another one."""
+    folder = tmp_path / "my-desk"
+    env = dict(os.environ, NIGHTJAR_WORKSTATION=str(folder))
+    result = subprocess.run([sys.executable, "-m", "grader", "--skip-live", "--json"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert json.loads(result.stdout) == {
+        "passed": False, "error": f"no handler.py at {folder / 'handler.py'}", "checks": []}
+
+
+@pytest.mark.parametrize("case", ["checks failed", "cannot grade"])
+def test_make_grade_local_names_the_graders_own_exit_status(grading_broker, tmp_path, case):
+    """GNU make exits 2 for any failing recipe; the last lines keep 1 and 2 apart."""
+    if case == "checks failed":
+        status, args = 1, f"--handler {HANDLERS['unit2']} --amqp-url {grading_broker}"
+    else:
+        status, args = 2, f"--handler {tmp_path / 'handler.py'}"
+    # As typed in a shell, not as a sub-make of `make test`.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    result = subprocess.run(
+        ["make", "--no-print-directory", "grade-local", f"GRADE_ARGS=--skip-live {args}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    said, made = result.stderr.splitlines()[-2:]
+    assert said == f"The grader exited with status {status} ({case})."
+    assert re.fullmatch(rf"make: \*\*\* \[Makefile:\d+: grade-local\] Error {status}", made), made
