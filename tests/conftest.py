@@ -1,3 +1,5 @@
+"""Fixtures the tests share: a throwaway lab on the machine's RabbitMQ, and a private node for the grader's tests."""
+
 import pytest
 
 from nightjar.harness.rabbitnode import PrivateNode
