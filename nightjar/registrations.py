@@ -142,11 +142,9 @@ def all_registrations(db):
         " ORDER BY CAST(substr(r.id, 3) AS INTEGER)"
     ).fetchall()
     registrations = {row[0]: Registration(*row[:4], completed=bool(row[4])) for row in rows}
-    for row in db.execute(
-        "SELECT number, registration_id, name, issued_at FROM tickets ORDER BY number"
-    ):
-        if row[1] in registrations:
-            registrations[row[1]].tickets.append(Ticket(*row))
+    for ticket in all_tickets(db):
+        if ticket.registration_id in registrations:
+            registrations[ticket.registration_id].tickets.append(ticket)
     return list(registrations.values())
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from nightjar import broker, queueing
-from labkit import NO_MANAGEMENT_LINE, NO_MANAGEMENT_URL
+from nightjar import broker, db as database, queueing, registrations
+from labkit import NO_MANAGEMENT_LINE, NO_MANAGEMENT_URL, rows
 from nightjar.config import DEFAULT_AMQP_URL, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,11 +225,8 @@ Solved. Now: python3 scenarios/unit3-idempotent-results/check
 
 
 def tickets(env):
-    db = sqlite3.connect(env.db_path)
-    try:
-        return db.execute("SELECT number, registration_id, name FROM tickets ORDER BY number").fetchall()
-    finally:
-        db.close()
+    """(number, registration ID, name) of every ticket in the unit's database."""
+    return rows(database.read_without_writing(env.db_path, registrations.all_tickets))
 
 
 @pytest.mark.parametrize("unit", [1, 2, 3])
