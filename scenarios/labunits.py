@@ -97,11 +97,6 @@ def heading(readme, short=False):
     return title.split(" · ", 1)[-1] if short else title
 
 
-def workstation():
-    """The learner's Workstation folder."""
-    return workstation_folder()
-
-
 def say(line=""):
     print(line, flush=True)
 
@@ -295,7 +290,7 @@ def ready(folder, lang, workstation_folder=None):
 def setup(unit):
     lang = guidetext.language()  # a bad NIGHTJAR_LANG stops setup before it changes anything
     settings = Settings.from_env()
-    folder = workstation()
+    folder = workstation_folder()
     say(f"Setting up {unit.title}")
     # Reach RabbitMQ before changing anything, so a stopped broker changes nothing.
     broker.connect(settings).close()
@@ -477,7 +472,7 @@ def check(unit):
     settings = Settings.from_env()
     lines = []
     if unit.number in TRIALS:
-        handler = workstation() / "handler.py"
+        handler = workstation_folder() / "handler.py"
         if not handler.is_file():
             lines.append(f"missing: handler.py in the Workstation folder {handler.parent}"
                          " (./setup puts one there)")
@@ -500,7 +495,7 @@ class Desk:
 
     def __init__(self):
         self.settings = Settings.from_env()
-        self.folder = workstation()
+        self.folder = workstation_folder()
         self.env = processes.program_env(self.settings)
         if not (self.folder / "worker.py").is_file():
             raise Stop(f"no Workstation folder at {self.folder}: run ./setup first")
