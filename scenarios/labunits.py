@@ -31,9 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # this checkout's nightjar, even when not installed
+from units.common import ROOT  # units/: the lab units' parts, one job a module (puts ROOT on sys.path)
 
 try:
     import pika  # noqa: F401  (the lab's one dependency)
@@ -44,13 +42,9 @@ from nightjar import broker, db as database, queueing, registrations  # noqa: E4
 from nightjar.harness import processes  # noqa: E402
 import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide, in the learner's language)
 from nightjar.config import Settings, workstation_folder  # noqa: E402
+from units.common import (  # noqa: E402
+    BACKUPS, SCENARIOS, STARTING_HANDLER, TICKET_DESK, UNIT2_HANDLER, UNIT3_HANDLER, Stop, plural, say)
 
-SCENARIOS = ROOT / "scenarios"
-TICKET_DESK = ROOT / "ticket-desk"
-STARTING_HANDLER = TICKET_DESK / "handler.py"
-UNIT2_HANDLER = SCENARIOS / "unit2-ack-after-commit" / "solution" / "handler.py"
-UNIT3_HANDLER = SCENARIOS / "unit3-idempotent-results" / "solution" / "handler.py"
-BACKUPS = ".backups"
 FIRST_GUEST = "Mina Patel"  # R-0001, seeded with ticket 1 (nightjar/db.py)
 
 
@@ -95,14 +89,6 @@ def heading(readme, short=False):
     except (OSError, IndexError):
         return readme.parent.name
     return title.split(" · ", 1)[-1] if short else title
-
-
-def say(line=""):
-    print(line, flush=True)
-
-
-class Stop(Exception):
-    """Setup or solve cannot go on; the text says why."""
 
 
 # ---------------------------------------------------------------- backups
@@ -248,10 +234,6 @@ def prepare_database(unit, settings, backups):
             say(f"  {r.id}  {r.name}: {registrations.tickets_phrase(r.tickets)}")
     finally:
         db.close()
-
-
-def plural(n, word):
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def prepare_queue(settings):
