@@ -24,7 +24,6 @@ import os
 import shlex
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -41,43 +40,12 @@ from nightjar import broker, db as database, queueing, registrations  # noqa: E4
 from nightjar.harness import processes  # noqa: E402
 import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide, in the learner's language)
 from nightjar.config import Settings, workstation_folder  # noqa: E402
+from units.backups import backup, backup_database  # noqa: E402
 from units.common import (  # noqa: E402
     BACKUPS, STARTING_HANDLER, TICKET_DESK, UNIT2_HANDLER, UNIT3_HANDLER, Stop, plural, say)
 from units.table import find, list_units  # noqa: E402
 
 FIRST_GUEST = "Mina Patel"  # R-0001, seeded with ticket 1 (nightjar/db.py)
-
-
-# ---------------------------------------------------------------- backups
-
-def backup(path, folder):
-    """Copy `path` to folder/<name>-<timestamp><suffix> (never over an older copy); the copy's path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = folder / f"{path.stem}-{stamp}{path.suffix}"
-    n = 2
-    while target.exists():
-        target = folder / f"{path.stem}-{stamp}-{n}{path.suffix}"
-        n += 1
-    shutil.copy2(path, target)
-    return target
-
-
-def backup_database(db, folder):
-    """A consistent copy of the open database (SQLite's backup API); the copy's path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = folder / f"nightjar-{stamp}.db"
-    n = 2
-    while target.exists():
-        target = folder / f"nightjar-{stamp}-{n}.db"
-        n += 1
-    copy = sqlite3.connect(target)
-    try:
-        db.backup(copy)
-    finally:
-        copy.close()
-    return target
 
 
 # ---------------------------------------------------------------- the database at a unit's start
