@@ -1,6 +1,6 @@
 """Running the Workstation programs as real processes, and throwaway labs to run them in.
 
-The scenario scripts (scenarios/labunits.py) and the tests both use this:
+The scenario scripts (scenarios/labunits.py, scenarios/units/) and the tests both use this:
 start `python3 worker.py` in a folder, read its output line by line, stop it
 at `Paused POINT.` with Ctrl+C (SIGINT) or Enter, and look at what it left in
 the database and the queue.
