@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from test_scenarios import FOLDERS, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
+from nightjar.config import Settings
 from nightjar.harness import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 sys.path.insert(0, str(SCENARIOS))
-import labunits  # noqa: E402
+from units.table import UNITS  # noqa: E402  (scenarios/units/table.py: the lab's units)
 import lessonkit  # noqa: E402
 
 LESSONS = ("cl-13-2-queue-redelivery", "cl-13-3-delivery-resume")
@@ -97,7 +98,7 @@ def parses(command):
                                 timeout=30)
         return "" if result.returncode == 0 else result.stderr.strip()
     if words[0] == "python3" and words[1] in ("worker.py", "desk.py"):
-        env = processes.program_env(labunits.Settings.from_env())
+        env = processes.program_env(Settings.from_env())
         result = subprocess.run([sys.executable, words[1], *words[2:], "--help"], cwd=ROOT / "ticket-desk",
                                 env=env, capture_output=True, text=True, timeout=30)
         return "" if result.returncode == 0 else result.stderr.strip()
@@ -115,7 +116,7 @@ def test_every_command_in_the_guide_exists_and_parses(guide):
 
 def guests_to_register(unit):
     """The guests the unit's guide registers in Nightjar (the text says so; the unit knows them)."""
-    u = labunits.UNITS[unit]
+    u = UNITS[unit]
     return u.goal_guests[len(u.start_guests):]
 
 

@@ -23,7 +23,7 @@ from sitekit import FormClient, answers
 from stackkit import ROOT, Stack, Unavailable, run
 
 sys.path.insert(0, str(ROOT / "scenarios"))
-import labunits  # noqa: E402  (the units' success lines)
+from units.table import UNITS  # noqa: E402  (the units' success lines)
 
 pytestmark = pytest.mark.containers
 
@@ -171,14 +171,14 @@ def test_a_learner_walks_the_lab_in_containers(stack):
         assert setup.returncode == 0 and setup.stdout.endswith(f" Workstation: cd {LEARNER_FOLDER}\n"), setup
         unfinished = stack.make("check-unit", f"N={n}")
         assert unfinished.returncode == 0 and unfinished.stdout.endswith(
-            f"Unit {n} is not done yet. The guide: scenarios/{labunits.UNITS[n].folder}/README.md\n"), unfinished
+            f"Unit {n} is not done yet. The guide: scenarios/{UNITS[n].folder}/README.md\n"), unfinished
         if n == 2:  # the learner's language goes into the container too
             in_japanese = stack.make("check-unit", f"N={n}", NIGHTJAR_LANG="ja")
-            assert in_japanese.stdout.endswith(f"/{labunits.UNITS[n].folder}/README.ja.md\n"), in_japanese
+            assert in_japanese.stdout.endswith(f"/{UNITS[n].folder}/README.ja.md\n"), in_japanese
         solved = stack.make("solve-unit", f"N={n}")
         assert solved.returncode == 0, solved.stdout + solved.stderr
         done = stack.make("check-unit", f"N={n}")
-        assert (done.returncode, done.stdout) == (0, labunits.UNITS[n].done + "\n"), done
+        assert (done.returncode, done.stdout) == (0, UNITS[n].done + "\n"), done
     handler = stack.workstation("cat", "handler.py")
     assert handler.stdout == UNIT3_HANDLER
 

@@ -1,6 +1,6 @@
 """The Workstation programs (worker.py, desk.py) as real processes whose output is read line by line.
 
-The grader, the unit scripts (scenarios/) and the tests start `python3
+The grader, the unit scripts (scenarios/units/) and the tests start `python3
 worker.py` in a Workstation folder, wait for a line such as `Paused POINT.`,
 interrupt it, and read what it printed and (with events on) what it did.
 """

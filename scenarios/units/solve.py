@@ -1,0 +1,176 @@
+"""./solve: a unit's steps done for real on the live lab, as a learner would, each one printed."""
+
+import shlex
+import time
+
+from nightjar import broker, db as database, queueing, registrations
+from nightjar.config import Settings, workstation_folder
+from nightjar.harness import processes
+
+from .backups import backup
+from .common import BACKUPS, ROOT, UNIT2_HANDLER, UNIT3_HANDLER, Stop, say
+
+
+class Desk:
+    """The learner's two windows: the Nightjar site (its code path) and the Workstation terminal."""
+
+    def __init__(self):
+        self.settings = Settings.from_env()
+        self.folder = workstation_folder()
+        self.env = processes.program_env(self.settings)
+        if not (self.folder / "worker.py").is_file():
+            raise Stop(f"no Workstation folder at {self.folder}: run ./setup first")
+
+    def _db(self):
+        return database.connect(self.settings.db_path)
+
+    # Nightjar
+    def register(self, name):
+        say(f"[Nightjar] The evening: Guest name = {name}, Register for the evening")
+        registration_id, queued = queueing.register_at(self.settings.db_path, self.settings, name)
+        if not queued:
+            raise Stop(f"RabbitMQ did not take {registration_id}; is it running?")
+        say(f"[Nightjar] {registration_id} {name}: Your ticket is being prepared")
+        return registration_id
+
+    def registration(self, registration_id):
+        db = self._db()
+        try:
+            return registrations.get(db, registration_id)
+        finally:
+            db.close()
+
+    def look(self, registration_id, tickets, completed=None):
+        """Open the registration page; Stop unless it has this many tickets."""
+        r = self.registration(registration_id)
+        if not r.tickets:
+            page = "Your ticket is being prepared"
+        else:
+            page = "; ".join(f"Open ticket {t.number} ({t.registration_id}, {t.name})"
+                             for t in r.tickets)
+        say(f"[Nightjar] {r.id} {r.name}: {page}")
+        if len(r.tickets) != tickets:
+            raise Stop(f"expected {tickets} ticket(s) for {r.id}, found {len(r.tickets)}")
+        if completed is not None and r.completed != completed:
+            raise Stop(f"expected {r.id} {'' if completed else 'not '}to be recorded as completed")
+        return r
+
+    # Workstation
+    def shell(self, command):
+        say(f"[Workstation] $ {command}")
+
+    def run(self, *args, expect=None):
+        """Run a program to the end, showing its output; Stop unless it exits 0 (and prints `expect`)."""
+        self.shell(" ".join(["python3", *map(shlex.quote, args)]))
+        result = processes.run(self.folder, self.env, *args, timeout=60)
+        for line in result.stdout.splitlines() + result.stderr.splitlines():
+            say(line)
+        if result.returncode != 0:
+            raise Stop(f"python3 {' '.join(args)} exited with status {result.returncode}")
+        if expect is not None and result.stdout != expect:
+            raise Stop(f"expected the output {expect!r}")
+        return result
+
+    def run_until_paused(self, point, expect_received):
+        """python3 worker.py --pause POINT, then Ctrl+C at `Paused POINT.`; the exit status."""
+        self.shell(f"python3 worker.py --pause {point}")
+        worker = processes.start(self.folder, self.env, "worker.py", "--pause", point)
+        try:
+            worker.wait_for(f"Paused {point}.", timeout=30)
+        except processes.NeverPrinted:
+            worker.stop()
+            for line in worker.lines + worker.stderr.splitlines():
+                say(line)
+            raise Stop(f"the worker never paused at {point}") from None
+        for line in worker.lines:
+            say(line)
+        if worker.lines != [expect_received, f"Paused {point}."]:
+            raise Stop(f"expected {expect_received!r} first")
+        return worker
+
+    def interrupt(self, worker):
+        """Ctrl+C; then wait a moment until RabbitMQ has the unacknowledged delivery back."""
+        waiting = self.ready()
+        say("^C")
+        status = worker.interrupt()
+        deadline = time.monotonic() + 1.5
+        while self.ready() <= waiting and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for line in worker.lines[2:] + worker.stderr.splitlines():
+            say(line)
+        self.shell("echo $?")
+        say(str(status))
+        if status != 130:
+            raise Stop(f"the interrupted worker exited with {status}, not 130")
+
+    def ready(self):
+        return broker.queue_depths(self.settings)[0]
+
+    def replace_handler(self, solution):
+        """cat > handler.py <<'PYTHON' ... PYTHON, with the solution's text."""
+        text = solution.read_text(encoding="utf-8")
+        handler = self.folder / "handler.py"
+        if handler.exists() and handler.read_text(encoding="utf-8") != text:
+            saved = backup(handler, self.folder / BACKUPS)
+            say(f"(your handler.py is saved as {saved})")
+        self.shell("cat > handler.py <<'PYTHON'")
+        for line in text.splitlines():
+            say(line)
+        say("PYTHON")
+        handler.write_text(text, encoding="utf-8")
+
+
+def solve_unit1(desk):
+    say("[Nightjar] Explore the evening -> Plan your visit -> The evening")
+    registration_id = desk.register("Normal guest")
+    desk.shell("pwd")
+    say(str(desk.folder))
+    desk.shell("cat handler.py")
+    for line in (desk.folder / "handler.py").read_text(encoding="utf-8").splitlines():
+        say(line)
+    desk.run("worker.py", expect=f"Received {registration_id} redelivered=False\nHandler returned.\n")
+    desk.look(registration_id, tickets=1)
+    desk.look("R-0001", tickets=1)
+
+
+def solve_unit2(desk):
+    desk.replace_handler(UNIT2_HANDLER)
+    registration_id = desk.register("Retry guest")
+    worker = desk.run_until_paused("before-write", f"Received {registration_id} redelivered=False")
+    desk.interrupt(worker)
+    desk.look(registration_id, tickets=0)
+    desk.run("worker.py", expect=f"Received {registration_id} redelivered=True\nHandler returned.\n")
+    desk.look(registration_id, tickets=1)
+
+
+def solve_unit3(desk):
+    desk.replace_handler(UNIT3_HANDLER)
+    first = desk.register("Same name")
+    second = desk.register("Same name")
+    worker = desk.run_until_paused("inside-transaction", f"Received {first} redelivered=False")
+    desk.interrupt(worker)
+    desk.look(first, tickets=0, completed=False)
+    worker = desk.run_until_paused("after-commit", f"Received {first} redelivered=True")
+    desk.look(first, tickets=1, completed=True)
+    desk.interrupt(worker)
+    desk.run("worker.py", expect=f"Received {first} redelivered=True\nHandler returned.\n")
+    desk.look(first, tickets=1)
+    desk.run("worker.py", "--drain", expect=f"Received {second} redelivered=False\nHandler returned.\n"
+                                            "No ready registrations\n")
+    desk.look(second, tickets=1)
+    desk.run("desk.py", "status")
+    desk.run("desk.py", "retry", first, expect=f"Queued a new delivery of {first} (Same name).\n")
+    desk.run("worker.py", "--drain", expect=f"Received {first} redelivered=False\nHandler returned.\n"
+                                            "No ready registrations\n")
+    desk.look(first, tickets=1)
+    desk.look(second, tickets=1)
+
+
+SOLVERS = {1: solve_unit1, 2: solve_unit2, 3: solve_unit3}
+
+
+def solve(unit):
+    say(f"Solving {unit.title}, step by step, on the live lab")
+    SOLVERS[unit.number](Desk())
+    say(f"Solved. Now: python3 {(unit.path / 'check').relative_to(ROOT)}")
+    return 0
