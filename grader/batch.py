@@ -26,12 +26,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from nightjar import broker
-from nightjar.config import Settings, redact_url
+from nightjar.config import REPO_ROOT, Settings, redact_url
 from nightjar.events import shorten
 
 from . import reports
 from .findings import REASON_LIMIT
-from nightjar.harness.lab import ROOT
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 
@@ -121,7 +120,7 @@ class Graders:
         with self.lock:  # none may start once stop_all() has begun
             if self.stopping:
                 raise RuntimeError("grading was stopped")
-            process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        start_new_session=True)
             self.running.add(process)

@@ -19,11 +19,10 @@ import pika
 import pika.exceptions
 
 from .. import broker, db as database, queueing, registrations
-from ..config import Settings
+from ..config import REPO_ROOT, Settings
 from . import processes
 
-ROOT = Path(__file__).resolve().parents[2]
-TICKET_DESK = ROOT / "ticket-desk"
+TICKET_DESK = REPO_ROOT / "ticket-desk"
 # What a Workstation folder holds: the lab's programs and the learner's handler.py.
 WORKSTATION_PROGRAMS = ("worker.py", "desk.py", "common.py")
 

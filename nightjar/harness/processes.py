@@ -12,11 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
-
 from .. import events as worker_events
-
-ROOT = Path(__file__).resolve().parents[2]
+from ..config import REPO_ROOT
 
 
 class NeverPrinted(AssertionError):
@@ -38,7 +35,7 @@ def program_env(settings, extra=None, isolated=False):
         env["NIGHTJAR_MANAGEMENT_URL"] = settings.management_url
     # Programs import nightjar; make this checkout's copy importable even when
     # the package is not installed into the Python running them.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env.update(extra or {})
     return env
 

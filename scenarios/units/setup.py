@@ -6,7 +6,7 @@ import shutil
 import guidetext  # scenarios/guidetext.py: the guide, in the learner's language
 from nightjar import broker
 from nightjar.config import Settings, workstation_folder
-from nightjar.harness import processes
+from nightjar.harness.lab import WORKSTATION_PROGRAMS, copy_workstation
 
 from .backups import backup
 from .common import BACKUPS, ROOT, STARTING_HANDLER, TICKET_DESK, plural, say
@@ -18,13 +18,11 @@ def prepare_workstation(unit, folder):
     backups = folder / BACKUPS
     created = not folder.exists()
     if created:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(TICKET_DESK, folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "Dockerfile"))
+        copy_workstation(folder)  # the programs and the starting handler.py
         say(f"Workstation {folder}: created as a copy of ticket-desk/")
     else:
         say(f"Workstation {folder}:")
-    for tool in processes.TOOLS:
+    for tool in WORKSTATION_PROGRAMS:
         mine, original = folder / tool, TICKET_DESK / tool
         if not mine.exists():
             shutil.copyfile(original, mine)

@@ -1,8 +1,16 @@
-"""The trials of the learner's handler.py that ./check runs in a throwaway lab (own database and queue)."""
+"""The trials of the learner's handler.py that ./check runs in a throwaway lab (own database and queue).
 
-import time
+The lab and the Ctrl+C at a checkpoint are the harness's (nightjar/harness/),
+the same the grader uses.
+"""
 
-from nightjar.harness import processes
+from nightjar.harness.interruptions import ctrl_c_at
+from nightjar.harness.lab import Lab
+
+# How long a trial waits for the worker to pause at a checkpoint, and for an
+# interrupted delivery to be back (RabbitMQ takes milliseconds; the learner waits).
+PAUSE_WAIT = 20
+BACK_WAIT = 1.5
 
 
 def trial_queue_prefix(settings):
@@ -13,28 +21,13 @@ class Missing(Exception):
     """What a trial run of handler.py showed is missing: one line."""
 
 
-def stop_at(lab, point, hint):
-    """Start the worker with --pause POINT; the Running worker at `Paused POINT.`, or Missing."""
-    worker = lab.start("worker.py", "--pause", point)
-    try:
-        worker.wait_for(f"Paused {point}.", timeout=20)
-    except processes.NeverPrinted:
-        worker.stop()
+def interrupt_at(lab, point, hint, on_pause=None):
+    """Ctrl+C at checkpoint POINT, as the learner does it; Missing when the worker never paused there."""
+    worker = ctrl_c_at(lab, point, on_pause=on_pause)
+    if not worker.paused:
         last = (worker.stderr.strip().splitlines() or [f"it never printed Paused {point}."])[-1]
-        raise Missing(f"missing: {hint} (python3 worker.py --pause {point}: {last})") from None
+        raise Missing(f"missing: {hint} (python3 worker.py --pause {point}: {last})")
     return worker
-
-
-def ready_soon(lab, more_than=0, timeout=1.5):
-    """Whether the ready messages grew past `more_than`, giving RabbitMQ a moment to
-    return an interrupted delivery (it takes milliseconds)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if lab.ready() > more_than:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
 
 
 def run_worker(lab, *args):
@@ -61,10 +54,9 @@ NO_AFTER_COMMIT = "a handler.py with checkpoint(pause, 'after-commit') between '
 def trial_ack_after_commit(lab):
     """Unit 2: interrupted before the write, the job comes back; at the commit, it is not yet acked."""
     first = lab.register("Retry guest")
-    worker = stop_at(lab, "before-write", "a handler.py with checkpoint(pause, 'before-write')"
-                                          " before the write")
-    worker.interrupt()
-    if not ready_soon(lab):
+    interrupt_at(lab, "before-write", "a handler.py with checkpoint(pause, 'before-write')"
+                                      " before the write")
+    if not lab.comes_back(timeout=BACK_WAIT):
         raise Missing(LOST_BEFORE_WRITE)
     rerun = run_worker(lab)
     expect_redelivery(rerun, first)
@@ -76,13 +68,13 @@ def trial_ack_after_commit(lab):
 
 def interrupt_after_commit(lab, registration_id):
     """Ctrl+C at after-commit: the ticket is committed there and the delivery comes back."""
-    worker = stop_at(lab, "after-commit", NO_AFTER_COMMIT)
-    at_pause, waiting = lab.tickets(registration_id), lab.ready()
-    worker.interrupt()
-    if len(at_pause) != 1:
+    at_pause = {}
+    interrupt_at(lab, "after-commit", NO_AFTER_COMMIT, on_pause=lambda: at_pause.update(
+        tickets=len(lab.tickets(registration_id)), waiting=lab.ready()))
+    if at_pause["tickets"] != 1:
         raise Missing("missing: a handler.py that commits one ticket before checkpoint(pause,"
-                      f" 'after-commit') ({len(at_pause)} tickets there)")
-    if not ready_soon(lab, more_than=waiting):
+                      f" 'after-commit') ({at_pause['tickets']} tickets there)")
+    if not lab.comes_back(more_than=at_pause["waiting"], timeout=BACK_WAIT):
         raise Missing("missing: a handler.py that acknowledges after the commit (interrupted at"
                       " after-commit, the delivery did not come back)")
 
@@ -99,9 +91,8 @@ def trial_idempotent(lab):
         raise Missing("missing: an idempotent handler.py (interrupted after the commit, the"
                       " redelivery made a second ticket for the same registration)")
 
-    worker = stop_at(lab, "inside-transaction", "a handler.py with checkpoint(pause,"
-                                                " 'inside-transaction') between its two writes")
-    worker.interrupt()
+    interrupt_at(lab, "inside-transaction", "a handler.py with checkpoint(pause,"
+                                            " 'inside-transaction') between its two writes")
     if lab.tickets(second) or lab.completed(second):
         raise Missing("missing: a handler.py whose two writes share one 'with db:' (interrupted"
                       " inside the transaction, a ticket or completion record was kept)")
@@ -110,7 +101,7 @@ def trial_idempotent(lab):
         raise Missing("missing: a ticket for each of two registrations named Same name (the"
                       f" second has {len(lab.tickets(second))})")
 
-    lab.retry(first)
+    lab.deliver_again(first)  # as python3 desk.py retry does
     run_worker(lab, "--drain")
     if len(lab.tickets(first)) != 1 or lab.ready():
         raise Missing("missing: an idempotent handler.py (an explicit duplicate delivery of a"
@@ -119,7 +110,8 @@ def trial_idempotent(lab):
 
 def try_handler(trial, handler, settings):
     """Run a trial in a throwaway lab (own database and queue on the live broker); its lines."""
-    with processes.ThrowawayLab(handler, settings.amqp_url, trial_queue_prefix(settings)) as lab:
+    with Lab(settings.amqp_url, handler=handler, queue_prefix=trial_queue_prefix(settings),
+             worker_timeout=PAUSE_WAIT) as lab:
         try:
             trial(lab)
         except Missing as line:
