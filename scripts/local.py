@@ -22,7 +22,6 @@ import dataclasses
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -291,10 +290,8 @@ def stop_site(pid):
 def prepare_workstation():
     if WORKSTATION.exists():
         return "kept as it is, with your edits"
-    WORKSTATION.parent.mkdir(parents=True, exist_ok=True)
-    # The learner's files only; the container build files stay behind.
-    shutil.copytree(ROOT / "ticket-desk", WORKSTATION, ignore=shutil.ignore_patterns(
-        "__pycache__", "*.pyc", "Dockerfile*", ".dockerignore"))
+    from nightjar.harness.lab import copy_workstation
+    copy_workstation(WORKSTATION)  # the learner's files only; the container build files stay behind
     return "created from ticket-desk/"
 
 
