@@ -25,8 +25,8 @@ class Lab(lab.Lab):
     """One test's throwaway lab (nightjar/harness/lab.py) in the test's folder: own queue, own
     database, a Workstation folder with the starting handler.py, on the machine's RabbitMQ."""
 
-    def __init__(self, tmp, amqp_url=MACHINE_BROKER):
-        super().__init__(amqp_url, folder=tmp, queue_prefix="test",
+    def __init__(self, tmp, amqp_url=MACHINE_BROKER, workstation=None, queue_prefix="test"):
+        super().__init__(amqp_url, folder=tmp, workstation=workstation, queue_prefix=queue_prefix,
                          extra_env={"NIGHTJAR_MANAGEMENT_URL": NO_MANAGEMENT_URL})
         self.tmp = tmp
 

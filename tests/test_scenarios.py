@@ -6,20 +6,18 @@ check passes. The scripts run as the learner runs them, as processes.
 """
 
 import json
-import os
 import re
 import shutil
 import sqlite3
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
-from nightjar import broker, db as database, queueing, registrations
-from labkit import NO_MANAGEMENT_LINE, NO_MANAGEMENT_URL, rows
-from nightjar.config import DEFAULT_AMQP_URL, Settings
+from nightjar import db as database, registrations
+from labkit import NO_MANAGEMENT_LINE, Lab, rows
+from nightjar.config import DEFAULT_AMQP_URL
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -27,23 +25,20 @@ FOLDERS = {1: "unit1-trace-registration", 2: "unit2-ack-after-commit", 3: "unit3
 GRADER_PRESENT = (ROOT / "grader" / "__main__.py").is_file()
 
 
-class UnitEnv:
-    """A live lab of one's own: NIGHTJAR_DB, NIGHTJAR_QUEUE and NIGHTJAR_WORKSTATION in a temp folder."""
+class UnitEnv(Lab):
+    """A live lab of one's own: NIGHTJAR_DB, NIGHTJAR_QUEUE and NIGHTJAR_WORKSTATION in a temp folder
+    (a harness Lab whose Workstation folder the unit's ./setup creates)."""
 
     def __init__(self, tmp):
-        self.tmp = tmp
-        self.queue = f"test.units.{uuid.uuid4().hex[:12]}"
-        self.db_path = tmp / "nightjar.db"
-        self.workstation = tmp / "ws" / "ticket-desk"
-        self.settings = Settings(amqp_url=DEFAULT_AMQP_URL, db_path=str(self.db_path),
-                                 queue=self.queue)
+        super().__init__(tmp, workstation=tmp / "ws" / "ticket-desk", queue_prefix="test.units")
+        self.extra_env.update(NIGHTJAR_WORKSTATION=str(self.workstation),
+                              NIGHTJAR_LOCAL_VAR=str(tmp / "var"))
+
+    @property
+    def env(self):
         # The guide's language follows the locale: English unless a test says otherwise.
-        plain = {k: v for k, v in os.environ.items()
-                 if k not in ("LC_ALL", "LC_MESSAGES", "NIGHTJAR_LANG")}
-        self.env = dict(plain, LANG="C.UTF-8", NIGHTJAR_AMQP_URL=DEFAULT_AMQP_URL, NIGHTJAR_DB=str(self.db_path),
-                        NIGHTJAR_QUEUE=self.queue, NIGHTJAR_WORKSTATION=str(self.workstation),
-                        NIGHTJAR_LOCAL_VAR=str(tmp / "var"), PYTHONUNBUFFERED="1",
-                        NIGHTJAR_MANAGEMENT_URL=NO_MANAGEMENT_URL)
+        env = {k: v for k, v in super().env.items() if k not in ("LC_ALL", "LC_MESSAGES")}
+        return dict(env, LANG="C.UTF-8")
 
     def script(self, unit, action, **env):
         """Run a unit's ./setup, ./check or ./solve; (exit status, normalised stdout)."""
@@ -57,13 +52,6 @@ class UnitEnv:
         text = text.replace(str(self.tmp), "<tmp>").replace(self.queue, "<queue>")
         return re.sub(r"-\d{8}-\d{6}(-\d+)?\.", "-<stamp>.", text)
 
-    def register(self, name):
-        registration_id, queued = queueing.register_at(self.db_path, self.settings, name)
-        assert queued
-        return registration_id
-
-    def cleanup(self):
-        broker.delete_queues(self.settings)
 
 
 @pytest.fixture
@@ -362,7 +350,7 @@ def test_setup_shows_the_guide_in_the_learners_language(unit_env):
 def test_setup_refuses_an_unknown_language_before_changing_anything(unit_env):
     assert unit_env.script(1, "setup", NIGHTJAR_LANG="fr") == (
         2, "setup stopped: NIGHTJAR_LANG must be ja or en, not 'fr'.\n")
-    assert not unit_env.db_path.exists() and not unit_env.workstation.exists()
+    assert not Path(unit_env.db_path).exists() and not unit_env.workstation.exists()
 
 
 def test_make_check_unit_answers_not_done_yet_without_failing(unit_env):

@@ -77,7 +77,6 @@ class Lab:
         self._declared = False
         self._runs = 0
         self._started = []
-        database.connect(self.db_path).close()
 
     @property
     def settings(self):
