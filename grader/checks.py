@@ -51,7 +51,7 @@ def _interrupted_then_retried(lab, name, *, point=None, effect=None, required=Tr
     if point:
         how = f"Ctrl+C at checkpoint {point}"
         run = interrupt(lab, registration_id, point, required=required,
-                        on_pause=on_pause and (lambda: on_pause(registration_id)))
+                        on_pause=on_pause and (lambda _worker: on_pause(registration_id)))
     else:
         how = f"a stop {EFFECT_WHERE[effect]}"
         run = stop_at(lab, registration_id, effect)

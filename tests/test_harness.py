@@ -68,7 +68,7 @@ def test_ctrl_c_at_a_checkpoint_stops_the_worker_there_and_rabbitmq_delivers_aga
         registration_id = lab.register("Retry guest")
         seen = {}
         run = ctrl_c_at(lab, "after-commit", watch=watch,
-                        on_pause=lambda: seen.update(tickets=len(lab.tickets(registration_id))))
+                        on_pause=lambda _worker: seen.update(tickets=len(lab.tickets(registration_id))))
         assert (run.paused, run.returncode, run.timed_out) == (True, 130, False)
         assert run.lines == [f"Received {registration_id} redelivered=False", "Paused after-commit."]
         assert seen == {"tickets": 1}
@@ -112,4 +112,18 @@ def test_a_worker_over_its_time_limit_is_killed_and_reported_as_timed_out(tmp_pa
         lab.register("Looping guest")
         run = ctrl_c_at(lab, "before-write", watch=True)
         assert (run.timed_out, run.paused, run.time_limit) == (True, False, 1.5)
+        assert not processes_mentioning(str(lab.workstation))
+
+
+def test_when_the_pause_step_fails_the_paused_worker_is_stopped(tmp_path):
+    with harness.Lab(MACHINE_BROKER, folder=tmp_path, handler=UNIT3,
+                     queue_prefix="test.harness") as lab:
+        lab.register("Retry guest")
+
+        def fails(worker):
+            assert processes_mentioning(str(lab.workstation))  # waiting at the checkpoint
+            raise RuntimeError("the step at the pause failed")
+
+        with pytest.raises(RuntimeError, match="the step at the pause failed"):
+            ctrl_c_at(lab, "before-write", watch=True, on_pause=fails)
         assert not processes_mentioning(str(lab.workstation))

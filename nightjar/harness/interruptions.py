@@ -19,8 +19,10 @@ from .processes import NeverPrinted
 def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stderr_limit=None):
     """Start the worker with --pause POINT and press Ctrl+C at `Paused POINT.`.
 
-    on_pause() runs just before Ctrl+C, while the worker waits at the
-    checkpoint. The whole run has `timeout` seconds (default the lab's
+    lab: a Lab, or anything that starts the worker as Lab.start does and has
+    a worker_timeout. on_pause(worker) runs just before Ctrl+C, while the
+    worker waits at the checkpoint (worker.lines: what it printed so far);
+    should it raise, the worker is stopped. The whole run has `timeout` seconds (default the lab's
     worker_timeout); the worker is killed then. The result's `paused` says whether it ever printed the pause line.
     """
     timeout = timeout or lab.worker_timeout
@@ -35,7 +37,11 @@ def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stder
         return worker
     worker.paused = True
     if on_pause:
-        on_pause()
+        try:
+            on_pause(worker)
+        except BaseException:
+            worker.stop()
+            raise
     worker.interrupt(timeout=deadline - time.monotonic())
     return worker
 

@@ -5,7 +5,7 @@ import time
 
 from nightjar import broker, db as database, queueing, registrations
 from nightjar.config import Settings, workstation_folder
-from nightjar.harness import processes
+from nightjar.harness import interruptions, processes
 
 from .backups import backup
 from .common import BACKUPS, ROOT, UNIT2_HANDLER, UNIT3_HANDLER, Stop, say
@@ -71,37 +71,43 @@ class Desk:
             raise Stop(f"expected the output {expect!r}")
         return result
 
-    def run_until_paused(self, point, expect_received):
-        """python3 worker.py --pause POINT, then Ctrl+C at `Paused POINT.`; the exit status."""
+    # How long the worker may take to reach a checkpoint (interruptions.ctrl_c_at).
+    worker_timeout = 30
+
+    def start(self, program, *args, **_options):
+        """Start a Workstation program, for the harness's ctrl_c_at."""
+        return processes.start(self.folder, self.env, program, *args)
+
+    def ctrl_c_at(self, point, expect_received, at_pause=None):
+        """python3 worker.py --pause POINT, then Ctrl+C at `Paused POINT.` (at_pause() runs first)."""
         self.shell(f"python3 worker.py --pause {point}")
-        worker = processes.start(self.folder, self.env, "worker.py", "--pause", point)
-        try:
-            worker.wait_for(f"Paused {point}.", timeout=30)
-        except processes.NeverPrinted:
-            worker.stop()
+        waiting = {}
+
+        def paused(worker):
+            for line in worker.lines:
+                say(line)
+            if worker.lines != [expect_received, f"Paused {point}."]:
+                raise Stop(f"expected {expect_received!r} first")
+            if at_pause:
+                at_pause()
+            waiting["ready"] = self.ready()
+            say("^C")
+
+        worker = interruptions.ctrl_c_at(self, point, on_pause=paused)
+        if not worker.paused:
             for line in worker.lines + worker.stderr.splitlines():
                 say(line)
-            raise Stop(f"the worker never paused at {point}") from None
-        for line in worker.lines:
-            say(line)
-        if worker.lines != [expect_received, f"Paused {point}."]:
-            raise Stop(f"expected {expect_received!r} first")
-        return worker
-
-    def interrupt(self, worker):
-        """Ctrl+C; then wait a moment until RabbitMQ has the unacknowledged delivery back."""
-        waiting = self.ready()
-        say("^C")
-        status = worker.interrupt()
+            raise Stop(f"the worker never paused at {point}")
+        # Wait a moment until RabbitMQ has the unacknowledged delivery back.
         deadline = time.monotonic() + 1.5
-        while self.ready() <= waiting and time.monotonic() < deadline:
+        while self.ready() <= waiting["ready"] and time.monotonic() < deadline:
             time.sleep(0.05)
         for line in worker.lines[2:] + worker.stderr.splitlines():
             say(line)
         self.shell("echo $?")
-        say(str(status))
-        if status != 130:
-            raise Stop(f"the interrupted worker exited with {status}, not 130")
+        say(str(worker.returncode))
+        if worker.returncode != 130:
+            raise Stop(f"the interrupted worker exited with {worker.returncode}, not 130")
 
     def ready(self):
         return broker.queue_depths(self.settings)[0]
@@ -136,8 +142,7 @@ def solve_unit1(desk):
 def solve_unit2(desk):
     desk.replace_handler(UNIT2_HANDLER)
     registration_id = desk.register("Retry guest")
-    worker = desk.run_until_paused("before-write", f"Received {registration_id} redelivered=False")
-    desk.interrupt(worker)
+    desk.ctrl_c_at("before-write", f"Received {registration_id} redelivered=False")
     desk.look(registration_id, tickets=0)
     desk.run("worker.py", expect=f"Received {registration_id} redelivered=True\nHandler returned.\n")
     desk.look(registration_id, tickets=1)
@@ -147,12 +152,10 @@ def solve_unit3(desk):
     desk.replace_handler(UNIT3_HANDLER)
     first = desk.register("Same name")
     second = desk.register("Same name")
-    worker = desk.run_until_paused("inside-transaction", f"Received {first} redelivered=False")
-    desk.interrupt(worker)
+    desk.ctrl_c_at("inside-transaction", f"Received {first} redelivered=False")
     desk.look(first, tickets=0, completed=False)
-    worker = desk.run_until_paused("after-commit", f"Received {first} redelivered=True")
-    desk.look(first, tickets=1, completed=True)
-    desk.interrupt(worker)
+    desk.ctrl_c_at("after-commit", f"Received {first} redelivered=True",
+                   at_pause=lambda: desk.look(first, tickets=1, completed=True))
     desk.run("worker.py", expect=f"Received {first} redelivered=True\nHandler returned.\n")
     desk.look(first, tickets=1)
     desk.run("worker.py", "--drain", expect=f"Received {second} redelivered=False\nHandler returned.\n"

@@ -69,7 +69,7 @@ def trial_ack_after_commit(lab):
 def interrupt_after_commit(lab, registration_id):
     """Ctrl+C at after-commit: the ticket is committed there and the delivery comes back."""
     at_pause = {}
-    interrupt_at(lab, "after-commit", NO_AFTER_COMMIT, on_pause=lambda: at_pause.update(
+    interrupt_at(lab, "after-commit", NO_AFTER_COMMIT, on_pause=lambda _worker: at_pause.update(
         tickets=len(lab.tickets(registration_id)), waiting=lab.ready()))
     if at_pause["tickets"] != 1:
         raise Missing("missing: a handler.py that commits one ticket before checkpoint(pause,"
