@@ -1,4 +1,4 @@
-"""The lab's two kinds of interruption of a real worker, shared by the grader and the unit checks.
+"""The lab's two kinds of interruption of a real worker, shared by the grader, the unit checks and ./solve.
 
 - ctrl_c_at(): as the learner does it: `python3 worker.py --pause POINT`,
   then Ctrl+C (SIGINT) when it prints `Paused POINT.`;
@@ -20,10 +20,12 @@ def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stder
     """Start the worker with --pause POINT and press Ctrl+C at `Paused POINT.`.
 
     lab: a Lab, or anything that starts the worker as Lab.start does and has
-    a worker_timeout. on_pause(worker) runs just before Ctrl+C, while the
-    worker waits at the checkpoint (worker.lines: what it printed so far);
-    should it raise, the worker is stopped. The whole run has `timeout` seconds (default the lab's
-    worker_timeout); the worker is killed then. The result's `paused` says whether it ever printed the pause line.
+    a worker_timeout (./solve's Desk, on the live lab).
+    on_pause(worker) runs just before Ctrl+C, while the worker waits at the
+    checkpoint (worker.lines: what it printed so far); should it raise, the
+    worker is stopped. The whole run has `timeout` seconds (default the
+    lab's worker_timeout); the worker is killed then. The result's `paused`
+    says whether it ever printed the pause line.
     """
     timeout = timeout or lab.worker_timeout
     deadline = time.monotonic() + timeout
