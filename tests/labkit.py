@@ -35,7 +35,7 @@ class Lab(lab.Lab):
         shutil.copyfile(source, self.workstation / "handler.py")
 
 
-def rows(tickets):
+def ticket_rows(tickets):
     """Tickets as (number, registration ID, name), the way the tests compare them."""
     return [(ticket.number, ticket.registration_id, ticket.name) for ticket in tickets]
 

@@ -1,6 +1,6 @@
 """desk.py on real rows: status, register, retry, and the local repair of duplicate tickets."""
 
-from labkit import NO_MANAGEMENT_LINE, rows
+from labkit import NO_MANAGEMENT_LINE, ticket_rows
 
 
 def db_rows(lab):
@@ -46,7 +46,7 @@ def test_register_queues_through_the_site_code_path(lab):
     assert (result.returncode, result.stdout) == (0, "Registered R-0002 and queued it.\n")
     assert lab.depth() == (1, 0)
     assert lab.run("worker.py").stdout == "Received R-0002 redelivered=False\nHandler returned.\n"
-    assert rows(lab.tickets("R-0002")) == [(2, "R-0002", "Desk guest")]
+    assert ticket_rows(lab.tickets("R-0002")) == [(2, "R-0002", "Desk guest")]
 
 
 def test_register_refuses_an_empty_name(lab):

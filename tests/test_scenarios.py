@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nightjar import db as database, registrations
-from labkit import NO_MANAGEMENT_LINE, Lab, rows
+from labkit import NO_MANAGEMENT_LINE, Lab, ticket_rows
 from nightjar.config import DEFAULT_AMQP_URL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,7 +214,7 @@ Solved. Now: python3 scenarios/unit3-idempotent-results/check
 
 def tickets(env):
     """(number, registration ID, name) of every ticket in the unit's database."""
-    return rows(database.read_without_writing(env.db_path, registrations.all_tickets))
+    return ticket_rows(database.read_without_writing(env.db_path, registrations.all_tickets))
 
 
 @pytest.mark.parametrize("unit", [1, 2, 3])

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from labkit import rows
+from labkit import ticket_rows
 from sitekit import FormClient, Site
 
 UNUSED_BROKER = "amqp://guest:guest@127.0.0.1:1/%2F"
@@ -57,7 +57,7 @@ def test_registration_saved_while_broker_is_down_is_queued_exactly_once_when_it_
         worker = lab.run("worker.py", "--drain")
         assert worker.stdout == ("Received R-0002 redelivered=False\nHandler returned.\n"
                                  "No ready registrations\n")
-        assert rows(lab.tickets(registration_id)) == [(2, registration_id, "Patient guest")]
+        assert ticket_rows(lab.tickets(registration_id)) == [(2, registration_id, "Patient guest")]
         assert "queued 1 waiting registration(s): R-0002" in back.log.read_text()
     finally:
         down.stop()

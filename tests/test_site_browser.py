@@ -6,7 +6,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from labkit import rows
+from labkit import ticket_rows
 from sitekit import ARTIFACTS, Site
 
 CHROMIUM = "/usr/bin/chromium"
@@ -132,7 +132,7 @@ def test_registration_to_downloaded_ticket(lab, site, page):
         ["Mina Patel", "Normal guest", "Same name", "Same name"])
     expect(page.locator("#R-0002")).to_contain_text("Duplicate tickets (2)")
     shot(page, "your-registrations")
-    assert [row[1:] for row in rows(lab.tickets())] == [
+    assert [row[1:] for row in ticket_rows(lab.tickets())] == [
         ("R-0001", "Mina Patel"), ("R-0002", "Normal guest"), ("R-0003", "Same name"),
         ("R-0004", "Same name"), ("R-0002", "Normal guest")]
 

@@ -4,7 +4,7 @@ import json
 import textwrap
 import time
 
-from labkit import rows
+from labkit import ticket_rows
 
 UNREACHABLE = "amqp://guest:guest@127.0.0.1:1/%2F"
 
@@ -26,7 +26,7 @@ def test_pause_longer_than_the_heartbeat_still_acks(lab):
     assert worker.stderr == ""
     assert lab.depth() == (0, 0)
     assert lab.run("worker.py").stdout == "No ready registrations\n"
-    assert rows(lab.tickets(registration_id)) == [(2, registration_id, "Patient guest")]
+    assert ticket_rows(lab.tickets(registration_id)) == [(2, registration_id, "Patient guest")]
 
 
 def test_malformed_messages_are_set_aside_and_the_worker_goes_on(lab):
@@ -48,7 +48,7 @@ def test_malformed_messages_are_set_aside_and_the_worker_goes_on(lab):
     ]
     assert result.returncode == 0
     assert lab.depth() == (0, 4)
-    assert rows(lab.tickets(registration_id)) == [(2, registration_id, "Good guest")]
+    assert ticket_rows(lab.tickets(registration_id)) == [(2, registration_id, "Good guest")]
 
 
 def test_handler_that_raises_shows_the_traceback_and_does_not_ack(lab):
@@ -112,7 +112,7 @@ def test_handler_that_leaves_its_transaction_open_is_rolled_back(lab):
     assert result.returncode == 1
     assert result.stderr == (f"handler.py left a transaction open, so its writes for {registration_id}"
                              " were rolled back: put them inside 'with db:'.\n")
-    assert rows(lab.tickets(registration_id)) == []
+    assert ticket_rows(lab.tickets(registration_id)) == []
 
 
 def test_pause_point_never_reached_is_reported(lab):

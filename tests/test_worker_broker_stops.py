@@ -16,7 +16,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from labkit import Lab, rows
+from labkit import Lab, ticket_rows
 from nightjar.harness.rabbitnode import find_tool, free_port, node_environment
 
 pytestmark = pytest.mark.skipif(find_tool("rabbitmq-server") is None,
@@ -100,7 +100,7 @@ def test_rabbitmq_stopping_mid_drain_is_one_line_and_loses_nothing(tmp_path, nod
         f"Received {ids[2]} redelivered=False", "Handler returned.",
         "No ready registrations",
     ]
-    assert [(rid, name) for _number, rid, name in rows(lab.tickets())] == [
+    assert [(rid, name) for _number, rid, name in ticket_rows(lab.tickets())] == [
         ("R-0001", "Mina Patel"), *zip(ids, guests)]
     assert all(lab.completed(rid) for rid in ids)
     assert lab.depth() == (0, 0)
