@@ -123,6 +123,9 @@ def test_the_grader_reaches_its_own_broker_but_not_the_live_one(stack):
              "        socket.create_connection((host, 5672), timeout=3).close(); print(host, 'reachable')\n"
              "    except OSError:\n"
              "        print(host, 'unreachable')\n")
+    # `run` would build the grader's image on first use and print the build: build it first.
+    built = stack.compose("--profile", "grader", "build", "grader")
+    assert built.returncode == 0, built.stdout + built.stderr
     started = stack.compose("--profile", "grader", "up", "-d", "grader-broker")
     assert started.returncode == 0, started.stdout + started.stderr
     try:
