@@ -16,7 +16,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +83,7 @@ def drain_bare(lab):
 
 def main():
     tmp = Path(tempfile.mkdtemp(prefix="nightjar-bench-"))
-    lab = Lab(tmp, queue=f"bench.{uuid.uuid4().hex[:8]}")
+    lab = Lab(tmp, queue_prefix="bench")
     lab.use_handler("unit3")
     try:
         times = startup(lab)
