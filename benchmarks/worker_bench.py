@@ -2,14 +2,16 @@
 """Measure the Workstation worker on the real broker.
 
 1. Start-up: wall time of `python3 worker.py` from process start to exit,
-   processing one message (median of RUNS).
-2. Throughput: `worker.py --drain` over MESSAGES messages with the unit 3
+   processing one message (median of --runs, default 21).
+2. Throughput: `worker.py --drain` over --messages messages (default 2000) with the unit 3
    handler, against a bare pika loop doing the same basic_get + INSERTs +
    commit + ack in the same run, on the same kind of database.
 
 Uses its own queues and temporary databases; removes them afterwards.
 """
 
+import argparse
+import argparse
 import json
 import shutil
 import statistics
@@ -24,8 +26,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from labkit import Lab  # noqa: E402
 from nightjar import broker, db as database  # noqa: E402
 
-RUNS = 21
-MESSAGES = 2000
 
 
 def fill(lab, count):
@@ -36,9 +36,9 @@ def fill(lab, count):
     connection.close()
 
 
-def startup(lab):
+def startup(lab, runs):
     times = []
-    for _ in range(RUNS):
+    for _ in range(runs):
         fill(lab, 1)
         started = time.perf_counter()
         result = lab.run("worker.py")
@@ -47,18 +47,18 @@ def startup(lab):
     return times
 
 
-def drain_with_worker(lab):
-    fill(lab, MESSAGES)
+def drain_with_worker(lab, messages):
+    fill(lab, messages)
     started = time.perf_counter()
     result = lab.run("worker.py", "--drain", timeout=600)
     elapsed = time.perf_counter() - started
-    assert result.returncode == 0 and result.stdout.count("Handler returned.") == MESSAGES
+    assert result.returncode == 0 and result.stdout.count("Handler returned.") == messages
     return elapsed
 
 
-def drain_bare(lab):
+def drain_bare(lab, messages):
     """The same work without the worker: basic_get, two INSERTs, commit, ack."""
-    fill(lab, MESSAGES)
+    fill(lab, messages)
     started = time.perf_counter()
     db = database.connect(str(lab.tmp / "bare.db"))
     connection = broker.connect(lab.settings)
@@ -77,22 +77,26 @@ def drain_bare(lab):
         done += 1
     connection.close()
     elapsed = time.perf_counter() - started
-    assert done == MESSAGES
+    assert done == messages
     return elapsed
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21, help="start-up runs (default 21)")
+    parser.add_argument("--messages", type=int, default=2000, help="messages to drain (default 2000)")
+    args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="nightjar-bench-"))
     lab = Lab(tmp, queue_prefix="bench")
     lab.use_handler("unit3")
     try:
-        times = startup(lab)
+        times = startup(lab, args.runs)
         print(f"worker.py start to exit, one message: median {statistics.median(times):.3f} s"
-              f" (min {min(times):.3f}, max {max(times):.3f}, {RUNS} runs)")
-        worker = drain_with_worker(lab)
-        bare = drain_bare(lab)
-        print(f"--drain {MESSAGES} messages: worker {worker:.2f} s ({MESSAGES / worker:.0f}/s),"
-              f" bare pika loop {bare:.2f} s ({MESSAGES / bare:.0f}/s),"
+              f" (min {min(times):.3f}, max {max(times):.3f}, {args.runs} runs)")
+        worker = drain_with_worker(lab, args.messages)
+        bare = drain_bare(lab, args.messages)
+        print(f"--drain {args.messages} messages: worker {worker:.2f} s ({args.messages / worker:.0f}/s),"
+              f" bare pika loop {bare:.2f} s ({args.messages / bare:.0f}/s),"
               f" ratio {bare / worker:.2f} (bare time / worker time)")
     finally:
         lab.cleanup()

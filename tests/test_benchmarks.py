@@ -1,0 +1,33 @@
+"""The benchmark scripts (make bench) still run against the code they measure, in a short form."""
+
+import re
+import subprocess
+import sys
+
+from labkit import ROOT
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def bench(script, *args):
+    result = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], cwd=ROOT,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.splitlines()
+
+
+def test_worker_bench_measures_start_up_and_drain():
+    lines = bench("worker_bench.py", "--runs", "2", "--messages", "20")
+    assert len(lines) == 2, lines
+    assert re.fullmatch(r"worker\.py start to exit, one message: median \d+\.\d{3} s"
+                        r" \(min \d+\.\d{3}, max \d+\.\d{3}, 2 runs\)", lines[0])
+    assert re.fullmatch(r"--drain 20 messages: worker \d+\.\d\d s \(\d+/s\), bare pika loop"
+                        r" \d+\.\d\d s \(\d+/s\), ratio \d+\.\d\d \(bare time / worker time\)",
+                        lines[1])
+
+
+def test_grader_bench_grades_the_unit3_solution_on_a_private_node():
+    lines = bench("grader_bench.py", "--runs", "1")  # one run: no median line
+    assert len(lines) == 1, lines
+    assert re.fullmatch(r"run 1: total +\d+\.\d\d s  broker_start +\d+\.\d\d s  checks +\d+\.\d\d s"
+                        r"  broker_stop +\d+\.\d\d s  \(6/6 checks passed\)", lines[0]), lines[0]
