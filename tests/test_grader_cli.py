@@ -35,20 +35,26 @@ def test_end_to_end_with_its_own_broker(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
-    env = dict(os.environ, TMPDIR=str(tmp_path))
+def grading_an_endless_loop(tmp_path, **output):
+    """The grader on a handler that never returns, once its workers spin (so its node is up too)."""
     grader = subprocess.Popen(
         [sys.executable, "-m", "grader", "--handler", str(WRONG / "endless_loop.py"),
-         "--skip-live"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)
-    scratch = f"{tmp_path}/nightjar-grader-"
+         "--skip-live"], cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp_path)), text=True,
+        start_new_session=True, **output)
+    deadline = time.monotonic() + 90
+    while not _processes_mentioning(f"{tmp_path}/nightjar-grader-", "nightjar.harness.effects"):
+        if grader.poll() is not None or time.monotonic() > deadline:
+            os.killpg(grader.pid, signal.SIGKILL)
+            pytest.fail("the grader's workers never started (status"
+                        f" {grader.wait()}): {grader.communicate()[1] or ''}")
+        time.sleep(0.1)
+    return grader
+
+
+def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
+    grader = grading_an_endless_loop(tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 90
-        # Wait until workers spin in the endless loop (so the node is up as well).
-        while not _processes_mentioning(scratch, "nightjar.harness.effects"):
-            assert grader.poll() is None and time.monotonic() < deadline, grader.stderr.read()
-            time.sleep(0.1)
-        assert _processes_mentioning(scratch, "beam")  # the private node
+        assert _processes_mentioning(f"{tmp_path}/nightjar-grader-", "beam")  # the private node
         grader.send_signal(signal.SIGINT)
         _, err = grader.communicate(timeout=30)
     finally:
@@ -62,16 +68,7 @@ def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
 
 
 def test_a_killed_grader_leaves_no_broker_workers_or_files(tmp_path):
-    env = dict(os.environ, TMPDIR=str(tmp_path))
-    grader = subprocess.Popen(
-        [sys.executable, "-m", "grader", "--handler", str(WRONG / "endless_loop.py"),
-         "--skip-live"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
-    scratch = f"{tmp_path}/nightjar-grader-"
-    deadline = time.monotonic() + 90
-    while not _processes_mentioning(scratch, "nightjar.harness.effects"):
-        assert grader.poll() is None and time.monotonic() < deadline
-        time.sleep(0.1)
+    grader = grading_an_endless_loop(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     grader.kill()  # SIGKILL: no finally block runs in the grader
     grader.wait()
     deadline = time.monotonic() + 10

@@ -126,10 +126,9 @@ def test_the_guides_commands_run_as_written_take_the_unit_to_done(unit, unit_env
     for name in guests_to_register(unit):
         unit_env.register(name)
     folder = unit_env.workstation
-    env = processes.program_env(unit_env.settings, {
-        # `python3` in the guide is the lab's Python, as after `source .venv/bin/activate`.
-        "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"])),
-        **{k: v for k, v in unit_env.env.items() if k.startswith("NIGHTJAR_")}})
+    # `python3` in the guide is the lab's Python, as after `source .venv/bin/activate`.
+    env = dict(unit_env.env, PATH=os.pathsep.join((str(Path(sys.executable).parent),
+                                                    os.environ["PATH"])))
     last_status = None
     for language, code in blocks(SCENARIOS / FOLDERS[unit] / "README.md", after="## Steps"):
         assert language == "sh"

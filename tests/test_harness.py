@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pika.exceptions
 import pytest
 
 from labkit import MACHINE_BROKER, ROOT, processes_mentioning
@@ -20,7 +21,8 @@ def queue_exists(settings, queue):
         try:
             broker.ready_count(channel, queue)
             return True
-        except Exception:  # RabbitMQ closes the channel: NOT_FOUND
+        except pika.exceptions.ChannelClosedByBroker as closed:
+            assert closed.reply_code == 404, closed  # NOT_FOUND, nothing else
             return False
     finally:
         if connection.is_open:

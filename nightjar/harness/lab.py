@@ -31,6 +31,17 @@ WORKSTATION_PROGRAMS = ("worker.py", "desk.py", "common.py")
 RETURN_WAIT = 5.0
 
 
+def wait_until(condition, timeout, interval=0.03):
+    """True as soon as condition() is true (asked at least once), False after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+
+
 def copy_workstation(folder, handler=None):
     """A new Workstation folder: ticket-desk's programs and `handler` (default: the starting handler.py)."""
     folder = Path(folder)
@@ -49,7 +60,7 @@ class Lab:
     handler:      the handler.py to copy into its Workstation folder
     workstation:  an existing Workstation folder to run in instead (several
                   labs may share one)
-    queue_prefix: its queue is <queue_prefix>.<random>[.label]
+    queue_prefix, label: its queue is <queue_prefix>.<random>[.<label>]
     extra_env:    more environment for its programs
     delete_queues: False on a private node that is thrown away whole
     worker_timeout: how long one interrupted or watched worker run may take
@@ -201,23 +212,11 @@ class Lab:
 
     def comes_back(self, more_than=0, timeout=RETURN_WAIT):
         """True once more than `more_than` messages are ready (an interrupted delivery returned)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.ready() > more_than:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.03)
+        return wait_until(lambda: self.ready() > more_than, timeout)
 
     def stays_empty(self, timeout):
         """True when no message is (or comes back) ready within `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.ready() > 0:
-                return False
-            if time.monotonic() > deadline:
-                return True
-            time.sleep(0.05)
+        return not wait_until(lambda: self.ready() > 0, timeout, interval=0.05)
 
     # ---- the Workstation programs --------------------------------------------------
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+
 from .. import events as worker_events
 from ..config import REPO_ROOT
 

@@ -1,11 +1,11 @@
 """./solve: a unit's steps done for real on the live lab, as a learner would, each one printed."""
 
 import shlex
-import time
 
 from nightjar import broker, db as database, queueing, registrations
 from nightjar.config import Settings, workstation_folder
 from nightjar.harness import interruptions, processes
+from nightjar.harness.lab import wait_until
 
 from .backups import backup
 from .common import BACKUPS, ROOT, UNIT2_HANDLER, UNIT3_HANDLER, Stop, say
@@ -99,9 +99,7 @@ class Desk:
                 say(line)
             raise Stop(f"the worker never paused at {point}")
         # Wait a moment until RabbitMQ has the unacknowledged delivery back.
-        deadline = time.monotonic() + 1.5
-        while self.ready() <= waiting["ready"] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: self.ready() > waiting["ready"], 1.5, interval=0.05)
         for line in worker.lines[2:] + worker.stderr.splitlines():
             say(line)
         self.shell("echo $?")
