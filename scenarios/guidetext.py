@@ -2,8 +2,10 @@
 
 The guide is README.ja.md when the learner's locale is Japanese, README.md
 otherwise; NIGHTJAR_LANG=ja or NIGHTJAR_LANG=en chooses. In the terminal the
-Markdown is shown as plain text: code fences and bold marks are left out,
-everything else (commands, indents) stays as written.
+Markdown is shown as plain text: code fences and bold marks are left out, and
+each code block starts at the line's first column, so a block pastes into a
+shell exactly as printed (a here-document's closing word must stand alone on
+its line, without the list item's indent).
 """
 
 import os
@@ -35,9 +37,17 @@ def guide_file(folder, lang):
 
 
 def as_plain_text(markdown):
-    """The guide for a terminal: no ``` fence lines, no ** marks."""
-    lines = [line for line in markdown.splitlines() if not line.lstrip().startswith("```")]
-    return "\n".join(lines).replace("**", "").rstrip("\n") + "\n"
+    """The guide for a terminal: no ``` fence lines, no ** marks, code blocks at the first column."""
+    lines, fence_indent = [], None
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fence_indent = None if fence_indent is not None else len(line) - len(line.lstrip())
+            continue
+        if fence_indent is not None:
+            lines.append(line[fence_indent:] if line[:fence_indent].isspace() else line.lstrip())
+        else:
+            lines.append(line.replace("**", ""))
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def show(folder, lang):

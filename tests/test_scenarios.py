@@ -22,6 +22,8 @@ from nightjar.config import DEFAULT_AMQP_URL
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 FOLDERS = {1: "unit1-trace-registration", 2: "unit2-ack-after-commit", 3: "unit3-idempotent-results"}
+sys.path.insert(0, str(SCENARIOS))
+import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide as the terminal shows it)
 GRADER_PRESENT = (ROOT / "grader" / "__main__.py").is_file()
 
 
@@ -66,10 +68,9 @@ def ready_line(unit, lang="en"):
     guide, other = {"en": ("README.md", "日本語: README.ja.md"),
                     "ja": ("README.ja.md", "English: README.md")}[lang]
     folder = f"scenarios/{FOLDERS[unit]}/"
-    text = (SCENARIOS / FOLDERS[unit] / guide).read_text(encoding="utf-8")
-    shown = [line.replace("**", "") for line in text.splitlines() if not line.lstrip().startswith("```")]
+    shown = guidetext.as_plain_text((SCENARIOS / FOLDERS[unit] / guide).read_text(encoding="utf-8"))
     return (f"Ready. The guide follows: {folder}{guide} ({other.replace(': ', ': ' + folder)};"
-            " NIGHTJAR_LANG=ja or en chooses)\n\n" + "\n".join(shown) + "\n\n"
+            " NIGHTJAR_LANG=ja or en chooses)\n\n" + shown + "\n"
             f"Ready: the guide above is {folder}{guide}. Workstation: cd <tmp>/ws/ticket-desk\n")
 
 
@@ -336,6 +337,20 @@ def test_the_guides_paste_exactly_the_solution_handler(folder, guide):
     pasted = "".join(line[len(indent):] if line.strip() else "\n"
                      for line in block.group(2).splitlines(keepends=True))
     assert pasted == (ROOT / "scenarios" / folder / "solution" / "handler.py").read_text()
+
+
+@pytest.mark.parametrize("folder", ["unit2-ack-after-commit", "unit3-idempotent-results"])
+@pytest.mark.parametrize("guide", ["README.md", "README.ja.md"])
+def test_the_here_document_pasted_from_the_printed_guide_ends_and_writes_the_solution(
+        folder, guide, tmp_path):
+    """Copy the block as `make unit` printed it, paste it into bash: the here-document ends."""
+    printed = guidetext.as_plain_text((SCENARIOS / folder / guide).read_text(encoding="utf-8"))
+    block = re.search(r"^cat > handler.py <<'PYTHON'\n.*?^PYTHON\n", printed, re.S | re.M)
+    assert block, f"the printed {guide} has no here-document starting at the first column"
+    shell = subprocess.run(["bash", "-i"], input=block.group(0) + "echo pasted $?\n", cwd=tmp_path,
+                           capture_output=True, text=True, timeout=30)
+    assert shell.stdout.splitlines()[-1] == "pasted 0"
+    assert (tmp_path / "handler.py").read_text() == (SCENARIOS / folder / "solution" / "handler.py").read_text()
 
 
 def test_setup_shows_the_guide_in_the_learners_language(unit_env):
