@@ -11,6 +11,13 @@ database, and the subprocess keeps whatever a submission does (hang, crash,
 flood its output, kill its worker or its grader) to that submission. Each one
 runs in its own session, under a time limit, with its output read to a
 bounded size and its temporary files in a folder of the batch's own.
+
+Sandboxed (the Linux route), the batch makes each submission's control group
+itself, with the submission's share of the CPU (the cores over --jobs), and
+removes it when that submission's grader has ended: whatever the submission
+started is killed then, even when its grader was killed first. The
+submission's own vhost and user come from its grader (see
+nightjar/harness/sandbox.py).
 """
 
 import json
@@ -31,6 +38,8 @@ from nightjar.events import shorten
 
 from . import reports
 from .findings import REASON_LIMIT
+from nightjar.harness import sandbox
+from nightjar.harness.rabbitadmin import default_management_url
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 
@@ -144,10 +153,19 @@ class Graders:
             self.stop(process)
 
 
-def grade_one(graders, name, handler, url, options, tmp):
+def grade_one(graders, name, handler, broker, options, tmp, route):
     """A Submission from one grader subprocess; whatever the submission does, it does not raise."""
+    url, management_url = broker
     command = [sys.executable, "-m", "grader", "--handler", str(handler), "--skip-live", "--json",
                "--amqp-url", url, "--timeout", f"{options.timeout:g}"]
+    group = None
+    if route == "linux":
+        group = sandbox.existing_group(sandbox.new_group_name())
+        group.limit(cpus=max(1.0, len(os.sched_getaffinity(0)) / options.jobs))
+        command += ["--sandbox", "linux", "--sandbox-group", group.name,
+                    "--management-url", management_url]
+    else:
+        command += ["--trusted"]
     tmp.mkdir()
     # The grader's throwaway databases and Workstation copy land in tmp, which
     # the batch deletes even when it had to kill the grader.
@@ -162,6 +180,8 @@ def grade_one(graders, name, handler, url, options, tmp):
         timed_out = True
     finally:
         graders.stop(process)
+        if group is not None:
+            group.remove()  # everything the submission started, however it escaped its grader
     seconds = time.monotonic() - start
     stdout, stderr = out.text(), err.text()
     submission = verdict(name, process.returncode, stdout, out.dropped, stderr, timed_out,
@@ -214,10 +234,12 @@ def _reach(url):
                          f" {str(error).split(' Start the lab')[0]}") from None
 
 
-def grade_class(found, options, progress=None):
+def grade_class(found, options, progress=None, route=None):
     """[Submission] for every entry found by discover(), in its order; raises BatchError.
 
-    progress(done, total, submission) is called as each graded submission finishes.
+    progress(done, total, submission) is called as each graded submission
+    finishes. route: "linux" to grade every submission in a sandbox, None for
+    none (--trusted).
     """
     todo = [(i, s.name, handler) for i, (s, handler) in enumerate(found) if handler is not None]
     submissions = [s for s, _ in found]
@@ -228,14 +250,16 @@ def grade_class(found, options, progress=None):
     try:
         if options.amqp_url:
             _reach(options.amqp_url)
-            url = options.amqp_url
+            broker_urls = (options.amqp_url,
+                           options.management_url or default_management_url(options.amqp_url))
         else:
             node = PrivateNode(base=scratch, remove_if_orphaned=scratch).start()
             node.wait_ready()
-            url = node.url
+            broker_urls = (node.url, node.management_url)
         with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-            futures = {pool.submit(grade_one, graders, name, handler, url, options,
-                                   scratch / f"submission-{i}"): i for i, name, handler in todo}
+            futures = {pool.submit(grade_one, graders, name, handler, broker_urls, options,
+                                   scratch / f"submission-{i}", route): i
+                       for i, name, handler in todo}
             try:
                 for done, future in enumerate(as_completed(futures), 1):
                     submissions[futures[future]] = future.result()
@@ -256,7 +280,7 @@ def grade_class(found, options, progress=None):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def main(options):
+def main(options, route=None):
     """Grade the class, print and write its reports; the exit status."""
     def progress(done, total, submission):
         print(reports.progress_line(done, total, submission), flush=True)
@@ -277,10 +301,11 @@ def main(options):
     if count and not options.json:
         where = (f"grading broker {redact_url(options.amqp_url)}" if options.amqp_url
                  else "a private RabbitMQ node")
-        print(f"Grading {count} submissions in {options.handlers} ({where}, throwaway databases;"
-              f" {options.jobs} at a time)", flush=True)
+        isolation = "each in a sandbox of its own" if route else "not sandboxed"
+        print(f"Grading {count} submissions in {options.handlers} ({where}, throwaway databases,"
+              f" {isolation}; {options.jobs} at a time)", flush=True)
     try:
-        submissions = grade_class(found, options, None if options.json else progress)
+        submissions = grade_class(found, options, None if options.json else progress, route)
     except BatchError as error:
         return cannot_grade(str(error))
     status = reports.exit_status(submissions)

@@ -1,12 +1,24 @@
 """python3 -m grader [--handler PATH] [--live-db PATH | --skip-live] [--skip-live-queue]
-                    [--amqp-url URL] [--json] [--junit FILE] [--gradescope FILE]
-   python3 -m grader --handlers DIR [--jobs N] [--amqp-url URL] [--json] [--junit FILE]"""
+                    [--amqp-url URL [--management-url URL]] [--json] [--junit FILE]
+                    [--gradescope FILE] [--trusted | --sandbox linux|docker]
+   python3 -m grader --handlers DIR [--jobs N] [--amqp-url URL [--management-url URL]] [--json]
+                    [--junit FILE] [--trusted | --sandbox linux|docker]
+
+Where handler.py runs (see nightjar/harness/sandbox.py and grader/containers.py):
+the Linux route (as root) runs every submission in a sandbox of its own; the
+Docker route runs the same inside a container, for a user with a Docker
+engine but no root; --trusted runs handler.py as this user, as the learner's
+own code. A class (--handlers) is always sandboxed unless --trusted; one
+handler is sandboxed when the grader runs as root, and otherwise graded as
+the learner's own code.
+"""
 
 import argparse
 import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -17,7 +29,8 @@ from nightjar import broker
 from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, redact_url,
                              workstation_folder)
 
-from nightjar.harness import processes
+from nightjar.harness import processes, sandbox as sandboxing
+from nightjar.harness.rabbitadmin import default_management_url
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 
 from . import live, reports, runner
@@ -51,7 +64,21 @@ def parse_options(argv):
                              " cannot reach the live broker, as in the containers)")
     parser.add_argument("--amqp-url", metavar="URL",
                         help="a broker for grading (e.g. the compose grader broker) instead of"
-                             " starting a private RabbitMQ node")
+                             " starting a private RabbitMQ node; sandboxed, its login must be an"
+                             " administrator's")
+    parser.add_argument("--management-url", metavar="URL",
+                        help="the grading broker's management API, where the sandbox makes a vhost"
+                             " per submission (default: port 15672 on the --amqp-url host)")
+    isolation = parser.add_mutually_exclusive_group()
+    isolation.add_argument("--trusted", action="store_true",
+                           help="run handler.py without a sandbox, as this user (only for code"
+                                " you trust: your own)")
+    isolation.add_argument("--sandbox", choices=("linux", "docker"),
+                           help="the sandbox to run handler.py in: linux (as root) or docker (a"
+                                " container; for a user with a Docker engine). Default: linux as"
+                                " root; a class without root uses docker when an engine answers")
+    # A batch hands each submission's grader the control group it made for it.
+    parser.add_argument("--sandbox-group", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="how long one worker run may take before it is stopped (default 10)")
@@ -74,10 +101,44 @@ def parse_options(argv):
             parser.error("--gradescope writes one submission's results; use --junit for a class")
         if options.jobs < 1:
             parser.error("--jobs needs a number of 1 or more")
+    if options.management_url and not options.amqp_url:
+        parser.error("--management-url goes with --amqp-url")
     for path in (options.junit, options.gradescope):
         if path and not Path(path).parent.is_dir():
             parser.error(f"no folder to write {path} in")
     return options
+
+
+class CannotSandbox(Exception):
+    """A sandbox is needed and none can be set up here; the text says why, in one line."""
+
+
+def choose_sandbox(options):
+    """'linux', 'docker', or None (handler.py runs unsandboxed); raises CannotSandbox."""
+    if options.trusted:
+        return None
+    if options.sandbox == "docker":
+        return "docker"
+    reason = sandboxing.unavailable_reason()
+    if options.sandbox == "linux" or os.geteuid() == 0:
+        if reason is None:
+            return "linux"
+    elif options.handlers is None:
+        return None  # one handler, no root: the learner's own code, as make grade runs it
+    elif _docker_answers():
+        return "docker"
+    else:
+        reason = "a class is graded in a sandbox: that needs root (Linux's own sandbox) or a Docker engine"
+    raise CannotSandbox(f"{reason}. Run it as root, or pass --trusted to grade without a sandbox"
+                        " (only code you trust).")
+
+
+def _docker_answers():
+    try:
+        return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 class Timings:
@@ -97,7 +158,7 @@ class Timings:
         return Span()
 
 
-def grade(options, timings=None):
+def grade(options, timings=None, sandbox_route=None):
     """(results, error): error is a sentence when grading could not happen at all."""
     timings = timings or Timings()
     handler = options.handler or default_handler()
@@ -110,11 +171,12 @@ def grade(options, timings=None):
             live_settings = Settings(live_settings.amqp_url, options.live_db, live_settings.queue)
 
     scratch = Path(tempfile.mkdtemp(prefix="nightjar-grader-"))
-    node = None
+    node = sandbox = None
     try:
         with timings.measure("broker_start"):
             if options.amqp_url:
                 url = options.amqp_url
+                management_url = options.management_url or default_management_url(url)
                 try:
                     broker.connect(Settings(url, "", "")).close()
                 except broker.BrokerUnavailable as error:
@@ -130,15 +192,25 @@ def grade(options, timings=None):
         with timings.measure("broker_start"):
             if node is not None:
                 node.wait_ready()
-                url = node.url
+                url, management_url = node.url, node.management_url
+        if sandbox_route == "linux":
+            with timings.measure("sandbox"):
+                group = sandboxing.existing_group(options.sandbox_group) if options.sandbox_group else None
+                sandbox = sandboxing.Sandbox(url, management_url, group=group).start()
         with timings.measure("checks"):
             results = runner.grade_handler(handler, url, scratch / "grading",
-                                           timeout=options.timeout, delete_queues=node is None)
+                                           timeout=options.timeout, delete_queues=node is None,
+                                           sandbox=sandbox)
         return results + live_results, None
     except NodeError as error:
         return [], f"could not start a private RabbitMQ node for grading: {error}"
+    except sandboxing.Unavailable as error:
+        return [], f"{error}; pass --trusted to grade without a sandbox (only code you trust)"
     finally:
         processes.kill_all()
+        if sandbox is not None:
+            with timings.measure("sandbox"):
+                sandbox.close()
         with timings.measure("broker_stop"):
             if node is not None:
                 node.stop()
@@ -175,11 +247,24 @@ def main(argv=None):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     handler = Path(options.handler or default_handler())
     started = time.monotonic()
+    route, error, results = None, None, []
     try:
+        route = choose_sandbox(options)
+        if route == "linux":
+            sandboxing.enter_private_mounts()  # now, while the grader has one thread
+    except (CannotSandbox, sandboxing.Unavailable) as problem:
+        error = str(problem)
+    try:
+        if error is None and route == "docker":
+            from . import containers  # the same grader, run as root in a container
+            return containers.main(options)
         if options.handlers is not None:
+            if error is not None:
+                return cannot_grade(options, error)
             from . import batch  # only a class run needs it
-            return batch.main(options)
-        results, error = grade(options)
+            return batch.main(options, route)
+        if error is None:
+            results, error = grade(options, sandbox_route=route)
     except KeyboardInterrupt:
         print("Grading interrupted; the private broker and the workers were stopped.",
               file=sys.stderr)
@@ -190,11 +275,7 @@ def main(argv=None):
         print(problem, file=sys.stderr)
         return 2
     if error:
-        if options.json:
-            print(json.dumps({"passed": False, "error": error, "checks": []}))
-        else:
-            print(f"Cannot grade: {error}", file=sys.stderr)
-        return 2
+        return cannot_grade(options, error)
     passed = all(r.passed for r in results)
     if options.json:
         print(json.dumps({"passed": passed, "checks": [r.as_dict() for r in results]},
@@ -203,5 +284,17 @@ def main(argv=None):
         broker_note = (f"grading broker {redact_url(options.amqp_url)}" if options.amqp_url
                        else "a private RabbitMQ node")
         live_note = "live results skipped" if options.skip_live else "live results read-only"
-        print(report(results, handler, f"{broker_note}, throwaway databases; {live_note}"))
+        where = "handler.py sandboxed" if route else "handler.py not sandboxed"
+        print(report(results, handler, f"{broker_note}, throwaway databases, {where};"
+                                       f" {live_note}"))
     return 0 if passed else 1
+
+
+def cannot_grade(options, error):
+    """Say in one line why nothing could be graded; exit status 2."""
+    if options.json:
+        key = "submissions" if options.handlers is not None else "checks"
+        print(json.dumps({"passed": False, "error": error, key: []}, ensure_ascii=False))
+    else:
+        print(f"Cannot grade: {error}", file=sys.stderr)
+    return 2

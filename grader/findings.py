@@ -51,6 +51,11 @@ HINTS = {
     "skipped": f"{UNIT3}: a redelivered job may never have been finished; let the completion key"
                " in the database decide, not delivery.redelivered.",
     "grader": "This is a problem of the grader or its broker, not of handler.py; run it again.",
+    "limits": "handler.py runs in a sandbox with limits on memory, processes, CPU time, file size"
+              " and disk; writing one ticket and acknowledging stays far below them, so look for"
+              " what handle() does besides.",
+    "sandbox": "handler.py runs in a sandbox and may only write the ticket and the completion key"
+               " through `db`; leave the lab's files and tables as they are.",
 }
 
 EFFECT_WHERE = {
@@ -119,6 +124,9 @@ def _quoted_name(run, registration_id):
 
 def run_problem(run, what):
     """(reason, hint) when the worker did not finish a delivery normally, else None."""
+    if run.limits_hit:  # seen by the sandbox itself, not reported by the run
+        return (f"{what}: handler.py ran into {' and '.join(run.limits_hit)} in the grader's"
+                " sandbox, and the worker was stopped or failed", "limits")
     stray = run.events.stray_settlement()
     if stray is not None:
         # RabbitMQ closes the channel for it, sooner or later, and the worker may then fail

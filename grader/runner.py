@@ -6,6 +6,7 @@ from pathlib import Path
 
 from nightjar.events import shorten
 from nightjar.harness.lab import Lab, copy_workstation
+from nightjar.harness.sandbox import Tampered
 
 from .checks import CHECKS
 from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result
@@ -21,6 +22,8 @@ def _run_variant(make_lab, check, key, function):
         return "n/a", str(note), ""
     except Fail as failure:
         return "fail", failure.reason, HINTS.get(failure.hint, failure.hint)
+    except Tampered as tampered:
+        return "fail", str(tampered), HINTS["sandbox"]
     except Exception as error:  # the grader's own trouble: say so, never crash
         detail = traceback.format_exception_only(type(error), error)[-1].strip()
         return "fail", f"the grader could not carry out this check ({detail})", HINTS["grader"]
@@ -83,14 +86,24 @@ def run_checks(make_lab, checks=CHECKS, parallel=None):
 
 
 def grade_handler(handler, amqp_url, scratch, *, queue_prefix="nightjar.grader", timeout=10.0,
-                  delete_queues=True, checks=CHECKS):
+                  delete_queues=True, checks=CHECKS, sandbox=None):
     """[Result] of checks for one handler.py on the broker at amqp_url.
 
     Each variant gets its own queue (named queue_prefix.<random>.<variant>)
     and its own database under the folder `scratch`; delete_queues removes
     the queues afterwards (not needed on a private node thrown away whole).
+    sandbox: a started sandbox.Sandbox; every variant then runs in a trial of
+    it, on the submission's own vhost (amqp_url is not used).
     """
     scratch = Path(scratch)
+    if sandbox is not None:
+        workstation = sandbox.workstation(handler)
+
+        def make_lab(label):
+            return Lab(sandbox.tenant_admin_url, workstation=workstation, trial=sandbox.trial(),
+                       queue_prefix=queue_prefix, worker_timeout=timeout)
+
+        return run_checks(make_lab, checks)
     workstation = copy_workstation(scratch / "workstation", handler)  # one copy for every lab
 
     def make_lab(label):

@@ -37,6 +37,7 @@ huge file; the same helper bounds the grader's reasons.
 
 import json
 import os
+import stat
 import traceback
 
 ENV = "NIGHTJAR_EVENTS"
@@ -87,23 +88,57 @@ def error_fields(error, stack=()):
     return {"type": type(error).__name__, "message": shorten(message), "where": where}
 
 
+READ_LIMIT = 1 << 20  # bytes of an events file read; a run writes a few kilobytes
+
+# The fields each kind must carry, and their types: an event without them, or
+# with another type, is read as unreadable (the file may have been forged).
+FIELDS = {
+    "received": {"id": str, "name": str, "redelivered": bool, "tag": int},
+    "returned": {"id": str}, "no-ack": {"id": str}, "transaction-open": {"id": str},
+    "raised": {"id": str, "type": str, "message": str, "where": str},
+    "load-failed": {"type": str, "message": str, "where": str},
+    "ack": {"tag": int, "multiple": bool}, "double-ack": {"tag": int},
+    "nack": {"tag": int, "multiple": bool, "requeue": bool},
+    "reject": {"tag": int, "requeue": bool},
+    "paused": {"point": str}, "pause-not-reached": {"id": str, "point": str},
+    "connection-lost": {"during": str, "type": str, "message": str, "where": str},
+    "before-write": {"table": str}, "before-ack": {"tag": int}, "stop": {"effect": str},
+}
+
+
+def _well_formed(event):
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+        return False
+    fields = FIELDS.get(event["event"], {})
+    return all(type(event.get(name)) is kind for name, kind in fields.items())
+
+
 def read(path):
     """The events of one run, in order; [] when the run wrote none.
 
     A line that is not a JSON object (a run killed mid-write) becomes an
     "unreadable" event holding its start, so nothing is skipped silently.
+    Only a plain file is read (never through a link, never a pipe), and only
+    its first READ_LIMIT bytes: the file is written by the run, and the run
+    may be a stranger's code.
     """
     try:
-        text = open(path, encoding="utf-8", errors="replace").read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return []
+    except OSError as error:
+        return [{"event": "unreadable", "text": f"the events file could not be opened ({error.strerror})"}]
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return [{"event": "unreadable", "text": "the events file is not a plain file"}]
+        text = file.read(READ_LIMIT).decode("utf-8", "replace")
     found = []
     for line in text.splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             event = None
-        if not isinstance(event, dict) or "event" not in event:
+        if not _well_formed(event):
             event = {"event": "unreadable", "text": shorten(line)}
         found.append(event)
     return found

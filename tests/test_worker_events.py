@@ -5,6 +5,9 @@ happened as JSON lines, and what the learner sees on the terminal stays
 exactly the same.
 """
 
+import json
+import os
+
 import pytest
 
 from labkit import ROOT, Lab
@@ -88,10 +91,25 @@ def test_shorten_marks_what_it_cut():
 
 def test_an_unreadable_line_is_kept_not_skipped(tmp_path):
     path = tmp_path / "events.jsonl"
-    path.write_text('{"event": "received", "id": "R-0002"}\n{"event": "ack", "ta\n')
-    assert events.read(path) == [{"event": "received", "id": "R-0002"},
-                                 {"event": "unreadable", "text": '{"event": "ack", "ta'}]
+    received = {"event": "received", "id": "R-0002", "name": "Normal guest", "redelivered": False,
+                "tag": 1}
+    forged = '{"event": "ack", "tag": "1", "multiple": false}'  # a tag must be a number
+    path.write_text(json.dumps(received) + '\n{"event": "ack", "ta\n' + forged + "\n")
+    assert events.read(path) == [received, {"event": "unreadable", "text": '{"event": "ack", "ta'},
+                                 {"event": "unreadable", "text": forged}]
     assert events.read(tmp_path / "absent.jsonl") == []
+
+
+def test_only_a_plain_events_file_is_read(tmp_path):
+    """The file is written by the run: a link to another file or a pipe is not followed or waited on."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"event": "returned", "id": "the secret"}\n')
+    (tmp_path / "link.jsonl").symlink_to(secret)
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    assert [e["event"] for e in events.read(tmp_path / "link.jsonl")] == ["unreadable"]
+    assert "secret" not in json.dumps(events.read(tmp_path / "link.jsonl"))
+    assert events.read(tmp_path / "pipe.jsonl") == [
+        {"event": "unreadable", "text": "the events file is not a plain file"}]
 
 
 def test_a_channel_gone_before_the_ack_is_recorded(lab, tmp_path):

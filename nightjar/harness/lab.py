@@ -65,13 +65,20 @@ class Lab:
     delete_queues: False on a private node that is thrown away whole
     worker_timeout: how long one interrupted or watched worker run may take
                   before it is killed
+    trial:        a sandbox.Trial: the lab's programs run in the sandbox (as
+                  its user, in its root, on its network; `workstation` is
+                  the sandbox's copy), and the lab lives in the trial's
+                  folder; its queue name tells nothing of the check (no label)
     """
 
     def __init__(self, amqp_url, *, folder=None, handler=None, workstation=None,
                  queue_prefix="nightjar.lab", label="", extra_env=None, delete_queues=True,
-                 worker_timeout=30.0):
+                 worker_timeout=30.0, trial=None):
         self._tmp = None
-        if folder is None:
+        self.trial = trial
+        if trial is not None:
+            folder, label = trial.folder, ""
+        elif folder is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="nightjar-lab-")
             folder = self._tmp.name
         self.folder = Path(folder)
@@ -79,6 +86,11 @@ class Lab:
         self.workstation = Path(workstation or copy_workstation(self.folder / "ticket-desk", handler))
         self.db_path = str(self.folder / "nightjar.db")
         self.queue = f"{queue_prefix}.{uuid.uuid4().hex[:12]}" + (f".{label}" if label else "")
+        if trial is not None:
+            # Made here, then given to the trial's user: SQLite run as root gives the
+            # files it adds later (-wal, -shm) the database file's owner and mode.
+            database.connect(self.db_path).close()
+            trial.give(self.db_path)
         self.amqp_url = amqp_url  # a test may point the lab at another broker
         self.extra_env = dict(extra_env or {})
         self.delete_queues = delete_queues
@@ -96,6 +108,12 @@ class Lab:
     @property
     def env(self):
         """The environment of the lab's programs (its own settings, none of the caller's)."""
+        if self.trial is not None:
+            return self.trial.env({
+                **{k: v for k, v in self.extra_env.items() if k.startswith("NIGHTJAR_")},
+                "NIGHTJAR_AMQP_URL": self.trial.amqp_url,
+                "NIGHTJAR_DB": str(self.trial.inside(self.db_path)),
+                "NIGHTJAR_QUEUE": self.queue})
         return processes.program_env(self.settings, self.extra_env, isolated=True)
 
     def __enter__(self):
@@ -134,8 +152,20 @@ class Lab:
         return database.connect(self.db_path)
 
     def _read(self, read):
+        if self.trial is not None:
+            # Only while none of the trial's processes runs, and only real files
+            # with the lab's own tables: what the sandbox left cannot fool the read.
+            with self.trial.frozen():
+                self.trial.check_files()
+                return self._read_now(read, self.trial.check_schema)
+        return self._read_now(read)
+
+    def _read_now(self, read, check=None):
         db = sqlite3.connect(self.db_path, timeout=30)  # no schema work: only reading
         try:
+            if check is not None:
+                db.execute("PRAGMA trusted_schema = OFF")
+                check(db)
             return read(db)
         finally:
             db.close()
@@ -222,6 +252,8 @@ class Lab:
 
     def run(self, program, *args, input="", timeout=30):
         """Run worker.py or desk.py to the end; a CompletedProcess with text output."""
+        if self.trial is not None:
+            raise NotImplementedError("a sandboxed lab starts its programs with start()")
         return processes.run(self.workstation, self.env, program, *args, input=input,
                              timeout=timeout)
 
@@ -233,22 +265,35 @@ class Lab:
         makes the worker kill itself at that real effect; db_timeout sets
         SQLite's busy timeout of its connections.
         """
-        if not (watch or stop_at or db_timeout is not None):
+        watched = watch or stop_at or db_timeout is not None
+        if self.trial is None and not watched:
             started = processes.start(self.workstation, self.env, program, *args,
                                       stderr_limit=stderr_limit)
             self._started.append(started)
             return started
-        self._runs += 1
-        events_path = self.folder / f"events-{self._runs}.jsonl"
-        command = [sys.executable, "-m", "nightjar.harness.effects", "--parent", str(os.getpid())]
-        if stop_at:
-            command += ["--stop", stop_at]
-        if db_timeout is not None:
-            command += ["--db-timeout", str(db_timeout)]
-        command += ["--", str(self.workstation / program)]
-        env = dict(self.env, NIGHTJAR_EVENTS=str(events_path))
-        started = processes.start(self.workstation, env, command, *args,
-                                  events_path=events_path, stderr_limit=stderr_limit)
+        env, events_path = self.env, None
+        workstation = self.workstation if self.trial is None else self.trial.inside(self.workstation)
+        python = sys.executable if self.trial is None else self.trial.interpreter()
+        command = [python, str(workstation / program)]
+        if watched:
+            self._runs += 1
+            events_path = self.folder / f"events-{self._runs}.jsonl"
+            command = [python, "-m", "nightjar.harness.effects", "--parent", str(os.getpid())]
+            if stop_at:
+                command += ["--stop", stop_at]
+            if db_timeout is not None:
+                command += ["--db-timeout", str(db_timeout)]
+            command += ["--", str(workstation / program)]
+            env["NIGHTJAR_EVENTS"] = str(events_path if self.trial is None
+                                         else self.trial.inside(events_path))
+        if self.trial is None:
+            started = processes.start(self.workstation, env, command, *args,
+                                      events_path=events_path, stderr_limit=stderr_limit)
+        else:
+            command, fds = self.trial.command(command, workdir=workstation)
+            started = processes.start(None, env, command, *args, events_path=events_path,
+                                      stderr_limit=stderr_limit, pass_fds=fds,
+                                      on_end=self.trial.after_run)
         self._started.append(started)
         return started
 
@@ -266,3 +311,5 @@ class Lab:
         self._close_connection()
         if self._tmp is not None:
             self._tmp.cleanup()
+        if self.trial is not None:
+            self.trial.close()

@@ -47,19 +47,23 @@ def run(workdir, env, program, *args, input="", timeout=30):
                           input=input, capture_output=True, text=True, timeout=timeout)
 
 
-def start(workdir, env, program, *args, events_path=None, stderr_limit=None):
+def start(workdir, env, program, *args, events_path=None, stderr_limit=None, pass_fds=(),
+          on_end=None):
     """Start worker.py or desk.py with pipes, to wait for its lines and interrupt it.
 
-    `program` may also be a full command (a list), e.g. the effects watcher's.
-    events_path: the events file the program writes (NIGHTJAR_EVENTS), read at
-    the end. stderr_limit: keep only that many characters of the end of stderr.
+    `program` may also be a full command (a list), e.g. the effects watcher's
+    or a sandbox's. events_path: the events file the program writes
+    (NIGHTJAR_EVENTS), read at the end. stderr_limit: keep only that many
+    characters of the end of stderr. on_end(running) runs once it has ended
+    (a sandbox then clears up after it).
     """
     command = list(program) if isinstance(program, (list, tuple)) else [sys.executable, program]
     # A session of its own: what handler.py starts can be stopped with its worker.
     process = subprocess.Popen(
         [*command, *args], cwd=workdir, env=env, text=True, start_new_session=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return Running(process, events_path, stderr_limit)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
+        errors="replace")
+    return Running(process, events_path, stderr_limit, on_end)
 
 
 def kill_all():
@@ -74,14 +78,18 @@ class Running:
     """A started program whose output is read line by line.
 
     Reader threads collect stdout and stderr, so waiting for a line has a real
-    time limit even when the program hangs without printing anything. After
-    finish(): returncode, lines, stderr, events (nightjar/events.py), timed_out.
+    time limit even when the program hangs without printing anything; at most
+    STDOUT_LIMIT characters of stdout are kept. After finish(): returncode,
+    lines, stderr, events (nightjar/events.py), timed_out, and limits_hit
+    (the sandbox limits the run ran into, when it ran in one).
     """
 
     lock = threading.Lock()
     alive = set()
+    STDOUT_LIMIT = 1 << 20
+    LINE_LIMIT = 64 << 10
 
-    def __init__(self, process, events_path=None, stderr_limit=None):
+    def __init__(self, process, events_path=None, stderr_limit=None, on_end=None):
         self.process = process
         self.lines = []
         self.stderr = ""
@@ -89,8 +97,10 @@ class Running:
         self.timed_out = False
         self.time_limit = None
         self.paused = False  # set by interruptions.ctrl_c_at
+        self.limits_hit = []
         self._events_path = events_path
         self._stderr_limit = stderr_limit
+        self._on_end = on_end
         self._lines = queue.Queue()
         self._stderr_parts = []
         self._readers = [
@@ -107,8 +117,11 @@ class Running:
         return self.process.returncode
 
     def _read_stdout(self):
-        for line in self.process.stdout:
-            self._lines.put(line.rstrip("\n"))
+        kept = 0
+        while line := self.process.stdout.readline(self.LINE_LIMIT):
+            kept += len(line)
+            if kept <= self.STDOUT_LIMIT:  # beyond it, read on (the program must not block) but drop
+                self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
 
     def _read_stderr(self):
@@ -177,6 +190,9 @@ class Running:
                 stream.close()
             except OSError:
                 pass
+        if self._on_end is not None:
+            on_end, self._on_end = self._on_end, None
+            on_end(self)
         if self._events_path is not None:
             self.events = worker_events.EventLog(worker_events.read(self._events_path))
         with Running.lock:

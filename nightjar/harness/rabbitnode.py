@@ -8,6 +8,7 @@ which nothing here ever stops.
 """
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -48,16 +49,19 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def node_environment(directory, name, port, dist_port, management_port=None):
+def node_environment(directory, name, port, dist_port, management_port=None, login=None):
     """Environment for rabbitmq-server and rabbitmqctl of the node kept in `directory`.
 
     Writes the node's config files there: AMQP on 127.0.0.1:port only, no
-    plugins unless a management port is given (without, it starts about 2 s
-    faster), and an empty env file (the system's names the system node).
+    plugins unless a management port is given, and an empty env file (the
+    system's names the system node). login=(user, password): the node's only
+    user, an administrator, instead of guest.
     """
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     config = f"listeners.tcp.default = 127.0.0.1:{port}\nloopback_users.guest = true\n"
+    if login:
+        config += f"default_user = {login[0]}\ndefault_pass = {login[1]}\n"
     plugins = "[]."
     if management_port:
         # Queue counts refreshed each second, not every 5 s: the learner watches them change.
@@ -104,30 +108,42 @@ class NodeError(Exception):
 class PrivateNode:
     """start() returns at once; wait_ready() blocks until AMQP answers; stop() kills and removes it.
 
-    Read url after wait_ready(): a node that lost its port to another program
-    is started again on another.
+    The node has one user, an administrator with a random password (no
+    guest), and the management API on a port of its own: the grader's
+    sandbox makes a vhost and a user per submission through it. Read url and
+    management_url after wait_ready(): a node that lost its port to another
+    program is started again on another.
     """
+
+    USER = "nightjar-grader"
 
     def __init__(self, base=None, remove_if_orphaned=None):
         self.dir = Path(tempfile.mkdtemp(prefix="nightjar-grader-node-", dir=base))
         self.name = f"nightjar-grader-{os.getpid()}-{uuid.uuid4().hex[:6]}@localhost"
+        self.password = secrets.token_urlsafe(18)
         self.process = None
         self.watchdog = None
         self.port = None
+        self.management_port = None
         self._remove_if_orphaned = Path(remove_if_orphaned or self.dir)
 
     @property
     def url(self):
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+        return f"amqp://{self.USER}:{self.password}@127.0.0.1:{self.port}/%2F"
+
+    @property
+    def management_url(self):
+        return f"http://127.0.0.1:{self.management_port}/"
 
     def start(self):
         server = find_tool("rabbitmq-server")
         if server is None:
             raise NodeError("rabbitmq-server is not installed here; install RabbitMQ or pass"
                             " --amqp-url with the address of a broker for grading")
-        self.port, dist_port = free_port(), free_port()
+        self.port, dist_port, self.management_port = free_port(), free_port(), free_port()
         d = self.dir
-        env = node_environment(d, self.name, self.port, dist_port)
+        env = node_environment(d, self.name, self.port, dist_port, self.management_port,
+                               login=(self.USER, self.password))
         self._log = open(d / "server.out", "wb")
         # Its own session: the terminal's Ctrl+C does not reach it, and the
         # whole node (script, VM, port programs) is one process group to stop.
