@@ -196,7 +196,8 @@ def grade(options, timings=None, sandbox_route=None):
         if sandbox_route == "linux":
             with timings.measure("sandbox"):
                 group = sandboxing.existing_group(options.sandbox_group) if options.sandbox_group else None
-                sandbox = sandboxing.Sandbox(url, management_url, group=group).start()
+                sandbox = sandboxing.Sandbox(url, management_url, group=group)
+                sandbox.start()
         with timings.measure("checks"):
             results = runner.grade_handler(handler, url, scratch / "grading",
                                            timeout=options.timeout, delete_queues=node is None,

@@ -14,12 +14,24 @@ def lab(tmp_path):
     lab.cleanup()
 
 
+class GradingBroker:
+    """A broker for the grader's tests: its administrator's AMQP URL and its management API."""
+
+    def __init__(self, url, management_url):
+        self.url, self.management_url = url, management_url
+
+    @property
+    def args(self):
+        """The grader's options that name it."""
+        return ["--amqp-url", self.url, "--management-url", self.management_url]
+
+
 @pytest.fixture(scope="session")
 def grading_broker():
     """A private RabbitMQ node for the grader's tests, shared by the whole session."""
     node = PrivateNode().start()
     try:
         node.wait_ready()
-        yield node.url
+        yield GradingBroker(node.url, node.management_url)
     finally:
         node.stop()

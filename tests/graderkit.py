@@ -10,10 +10,12 @@ from labkit import ROOT
 WRONG = ROOT / "tests" / "handlers"
 
 
-def grade(handler, *options, amqp_url=None, env=None, timeout=120):
+def grade(handler, *options, broker=None, env=None, timeout=120):
+    """(exit status, JSON report) of `python -m grader --handler HANDLER --json` on `broker`
+    (conftest's GradingBroker), or on a private node of its own."""
     command = [sys.executable, "-m", "grader", "--handler", str(handler), "--json", *options]
-    if amqp_url:
-        command += ["--amqp-url", amqp_url]
+    if broker:
+        command += broker.args
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                             env=env)
     assert result.stdout, result.stderr

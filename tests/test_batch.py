@@ -52,12 +52,12 @@ def both_ways(grading_broker, tmp_path_factory):
         extra = ["--junit", str(reports["junit"]), "--gradescope", str(reports["gradescope"])] \
             if name == "Ana López" else []
         result = grader("--handler", str(folder / name / "handler.py"), "--skip-live", "--json",
-                        "--amqp-url", grading_broker, "--timeout", TIMEOUT, *extra)
+                        *grading_broker.args, "--timeout", TIMEOUT, *extra)
         return result.returncode, json.loads(result.stdout)
 
     with ThreadPoolExecutor(2) as pool:
         singles = dict(zip(CLASS, pool.map(single, CLASS)))
-    batch = grader("--handlers", str(folder), "--json", "--amqp-url", grading_broker, "--jobs", "2",
+    batch = grader("--handlers", str(folder), "--json", *grading_broker.args, "--jobs", "2",
                    "--timeout", TIMEOUT, "--junit", str(tmp / "class.xml"))
     return singles, batch, ET.parse(tmp / "class.xml").getroot(), reports
 
@@ -157,6 +157,8 @@ KILLS_ITS_GRADER = HANGS_ITS_GRADER.replace("SIGSTOP", "SIGKILL")
 
 
 def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
+    """Without a sandbox (--trusted), the batch itself keeps each submission to its own row.
+    (In a sandbox, these attacks cannot reach the grader at all: tests/test_sandbox.py.)"""
     folder = tmp_path / "class"
     # In name order, so the one that freezes starts first and the others run beside it.
     submissions = {"freezes its grader": HANGS_ITS_GRADER, "good": GOOD,
@@ -169,11 +171,11 @@ def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
     scratch.mkdir()
     # Its own private node this time; every temporary file goes under scratch.
     result = grader("--handlers", str(folder), "--jobs", "2", "--submission-timeout", "20",
-                    env=dict(os.environ, TMPDIR=str(scratch)), timeout=180)
+                    "--trusted", env=dict(os.environ, TMPDIR=str(scratch)), timeout=180)
     lines = result.stdout.splitlines()
     assert result.returncode == 1, result.stdout + result.stderr
     assert lines[0] == (f"Grading 5 submissions in {folder} (a private RabbitMQ node,"
-                        " throwaway databases; 2 at a time)")
+                        " throwaway databases, not sandboxed; 2 at a time)")
     # Progress in the order the gradings finish: "N of 5  NAME: VERDICT (SECONDS s)".
     progress = lines[1:6]
     assert sorted(line.split("  ")[0] for line in progress) == [f"{n} of 5" for n in range(1, 6)]

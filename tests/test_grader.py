@@ -39,7 +39,7 @@ def graded(grading_broker):
     """Every handler graded once (--skip-live), two gradings at a time."""
     with ThreadPoolExecutor(2) as pool:
         futures = {name: pool.submit(grade, path, "--skip-live", *options,
-                                     amqp_url=grading_broker)
+                                     broker=grading_broker)
                    for name, (path, options) in GRADED.items()}
         return {name: future.result() for name, future in futures.items()}
 

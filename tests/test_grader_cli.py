@@ -27,12 +27,18 @@ def test_end_to_end_with_its_own_broker(tmp_path):
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert "(a private RabbitMQ node, throwaway databases; live results skipped)" in lines
+    assert ("(a private RabbitMQ node, throwaway databases, handler.py sandboxed;"
+            " live results skipped)") in lines
     assert sum(line.startswith("PASS  ") for line in lines) == 6
     assert lines[-1] == "All 6 checks passed."
     assert elapsed < 60
     # The node and every temporary file are gone.
     assert list(tmp_path.iterdir()) == []
+
+
+def workers_of(grader):
+    """The grader's worker processes (the effects watcher names its grader's PID)."""
+    return _processes_mentioning("nightjar.harness.effects", f"--parent\0{grader.pid}\0")
 
 
 def grading_an_endless_loop(tmp_path, **output):
@@ -42,7 +48,7 @@ def grading_an_endless_loop(tmp_path, **output):
          "--skip-live"], cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp_path)), text=True,
         start_new_session=True, **output)
     deadline = time.monotonic() + 90
-    while not _processes_mentioning(f"{tmp_path}/nightjar-grader-", "nightjar.harness.effects"):
+    while not workers_of(grader):
         if grader.poll() is not None or time.monotonic() > deadline:
             os.killpg(grader.pid, signal.SIGKILL)
             pytest.fail("the grader's workers never started (status"
@@ -63,7 +69,7 @@ def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
     assert grader.returncode == 130
     assert "Grading interrupted" in err
     time.sleep(0.2)
-    assert _processes_mentioning(str(tmp_path)) == []
+    assert _processes_mentioning(str(tmp_path)) == [] and workers_of(grader) == []
     assert list(tmp_path.iterdir()) == []
 
 
@@ -72,9 +78,9 @@ def test_a_killed_grader_leaves_no_broker_workers_or_files(tmp_path):
     grader.kill()  # SIGKILL: no finally block runs in the grader
     grader.wait()
     deadline = time.monotonic() + 10
-    while _processes_mentioning(str(tmp_path)) or list(tmp_path.iterdir()):
+    while _processes_mentioning(str(tmp_path)) or workers_of(grader) or list(tmp_path.iterdir()):
         assert time.monotonic() < deadline, (_processes_mentioning(str(tmp_path)),
-                                             list(tmp_path.iterdir()))
+                                             workers_of(grader), list(tmp_path.iterdir()))
         time.sleep(0.1)
 
 
@@ -102,7 +108,7 @@ def test_the_grader_grades_the_workstation_folder_of_nightjar_workstation(tmp_pa
 def test_make_grade_local_names_the_graders_own_exit_status(grading_broker, tmp_path, case):
     """GNU make exits 2 for any failing recipe; the last lines keep 1 and 2 apart."""
     if case == "checks failed":
-        status, args = 1, f"--handler {HANDLERS['unit2']} --amqp-url {grading_broker}"
+        status, args = 1, f"--handler {HANDLERS['unit2']} {' '.join(grading_broker.args)}"
     else:
         status, args = 2, f"--handler {tmp_path / 'handler.py'}"
     # As typed in a shell, not as a sub-make of `make test`.

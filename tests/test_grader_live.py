@@ -55,7 +55,7 @@ def test_live_results_are_read_without_changing_the_database_or_the_queue(gradin
     settings = _live_queue_with_one_message(queue)
     try:
         env = dict(os.environ, NIGHTJAR_AMQP_URL=MACHINE_BROKER, NIGHTJAR_QUEUE=queue)
-        status, report = grade(HANDLERS["unit3"], "--live-db", db_path, amqp_url=grading_broker,
+        status, report = grade(HANDLERS["unit3"], "--live-db", db_path, broker=grading_broker,
                                env=env)
         assert _files(db_path) == before
         connection = broker.connect(settings)

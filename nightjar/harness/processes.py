@@ -78,16 +78,19 @@ class Running:
     """A started program whose output is read line by line.
 
     Reader threads collect stdout and stderr, so waiting for a line has a real
-    time limit even when the program hangs without printing anything; at most
-    STDOUT_LIMIT characters of stdout are kept. After finish(): returncode,
-    lines, stderr, events (nightjar/events.py), timed_out, and limits_hit
-    (the sandbox limits the run ran into, when it ran in one).
+    time limit even when the program hangs without printing anything. Output
+    is bounded, as a stranger's handler.py may print without end: lines are
+    cut at LINE_LIMIT characters, at most BACKLOG lines wait to be read (more
+    are dropped) and `lines` keeps the first LINES_KEPT. After finish():
+    returncode, lines, stderr, events (nightjar/events.py), timed_out, and
+    limits_hit (the sandbox limits the run ran into, when it ran in one).
     """
 
     lock = threading.Lock()
     alive = set()
-    STDOUT_LIMIT = 1 << 20
-    LINE_LIMIT = 64 << 10
+    LINE_LIMIT = 8 << 10
+    BACKLOG = 4096
+    LINES_KEPT = 10000
 
     def __init__(self, process, events_path=None, stderr_limit=None, on_end=None):
         self.process = process
@@ -101,7 +104,7 @@ class Running:
         self._events_path = events_path
         self._stderr_limit = stderr_limit
         self._on_end = on_end
-        self._lines = queue.Queue()
+        self._lines = queue.Queue(self.BACKLOG)
         self._stderr_parts = []
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),
@@ -117,12 +120,16 @@ class Running:
         return self.process.returncode
 
     def _read_stdout(self):
-        kept = 0
         while line := self.process.stdout.readline(self.LINE_LIMIT):
-            kept += len(line)
-            if kept <= self.STDOUT_LIMIT:  # beyond it, read on (the program must not block) but drop
-                self._lines.put(line.rstrip("\n"))
+            try:
+                self._lines.put_nowait(line.rstrip("\n"))
+            except queue.Full:
+                pass  # read on (the program must not block), but drop it
         self._lines.put(None)
+
+    def _keep(self, line):
+        if len(self.lines) < self.LINES_KEPT:
+            self.lines.append(line)
 
     def _read_stderr(self):
         if self._stderr_limit is None:
@@ -151,7 +158,7 @@ class Running:
                     reader.join()
                 self.stderr = "".join(self._stderr_parts)
                 break
-            self.lines.append(got)
+            self._keep(got)
             if got == line:
                 return
         raise NeverPrinted(f"never printed {line!r}; printed {self.lines!r}, stderr {self.stderr!r}")
@@ -175,29 +182,35 @@ class Running:
             self.timed_out = True
         self.kill()  # also anything handler.py started, which goes with its worker
         self.process.wait()
-        for reader in self._readers:
-            reader.join(timeout=5)
-        while True:
-            try:
-                got = self._lines.get_nowait()
-            except queue.Empty:
-                break
-            if got is not None:
-                self.lines.append(got)
+        if self._on_end is not None:  # (a sandbox kills all the run left, pipes' holders too)
+            on_end, self._on_end = self._on_end, None
+            on_end(self)
+        deadline = time.monotonic() + 5
+        while any(reader.is_alive() for reader in self._readers) and time.monotonic() < deadline:
+            self._drain()
+            for reader in self._readers:
+                reader.join(timeout=0.02)
+        self._drain()
         self.stderr = "".join(self._stderr_parts)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             try:
                 stream.close()
             except OSError:
                 pass
-        if self._on_end is not None:
-            on_end, self._on_end = self._on_end, None
-            on_end(self)
         if self._events_path is not None:
             self.events = worker_events.EventLog(worker_events.read(self._events_path))
         with Running.lock:
             Running.alive.discard(self)
         return self.process.returncode
+
+    def _drain(self):
+        while True:
+            try:
+                got = self._lines.get_nowait()
+            except queue.Empty:
+                return
+            if got is not None:
+                self._keep(got)
 
     def kill(self):
         """SIGKILL to the program's whole process group (it has a session of its own)."""

@@ -2,33 +2,40 @@
 
 A sandboxed worker runs in a network namespace holding only a loopback
 interface: no address of this machine, of its network or of the internet
-answers there. One thing does: 127.0.0.1:5672, where the grader's relay
-listens (in that namespace) and passes each connection on to the grading
-broker (from the grader's own network). So a worker reaches exactly one
-broker, with the credentials of its own vhost, and nothing else.
+answers there. One thing does: 127.0.0.1:5672, where the relay listens (in
+that namespace) and passes each connection on to the grading broker (from
+the grader's own network). So a worker reaches exactly one broker, with the
+credentials of its own vhost, and nothing else.
 
-Because every byte passes through it, the relay knows each trial's
-connections: close_trial() closes them all and waits until RabbitMQ has
-ended each one, so a delivery the trial left unacknowledged is back in its
-queue before the grader looks.
+The relay is a process of its own (run as `python3 relay.py HOST PORT`; it
+imports nothing from the project), so copying bytes never waits for the
+grader's threads. The grader hands it each trial's listening socket over a
+control socket and asks it to close a trial's connections after each worker
+run: it closes them all and answers once RabbitMQ has ended each one, so a
+delivery the trial left unacknowledged is back in its queue before the
+grader looks.
 """
 
 import ctypes
 import fcntl
 import os
 import selectors
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
+import time
 
 CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000
 SIOCSIFFLAGS = 0x8914
 IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 AMQP_PORT = 5672
 CHUNK = 65536
-SEND_WAIT = 5.0
-
-_libc = ctypes.CDLL(None, use_errno=True)
+SEND_WAIT = 5.0   # a peer that stops reading holds up its own sandbox this long at most
+CLOSE_WAIT = 3.0  # how long RabbitMQ may take to end a closed connection
+PR_SET_PDEATHSIG = 1
 
 
 class Namespaces:
@@ -43,8 +50,9 @@ class Namespaces:
         made = {}
 
         def make():
+            libc = ctypes.CDLL(None, use_errno=True)
             try:
-                if _libc.unshare(CLONE_NEWNET | CLONE_NEWIPC) != 0:
+                if libc.unshare(CLONE_NEWNET | CLONE_NEWIPC) != 0:
                     raise OSError(ctypes.get_errno(), "unshare: " + os.strerror(ctypes.get_errno()))
                 probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 try:
@@ -76,113 +84,139 @@ class Namespaces:
 
 
 class Relay:
-    """Copies bytes between the trials' listeners and the broker at (host, port), in one thread."""
+    """The grader's side: starts the relay process and tells it what to do."""
 
     def __init__(self, host, port):
-        self.upstream = (host, port)
-        self._selector = selectors.DefaultSelector()
+        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._lock = threading.Lock()
-        self._pairs = {}  # trial key -> set of (inside socket, broker socket)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._selector.register(self._wake_r, selectors.EVENT_READ, ("wake", None, None))
-        self._todo = []
-        self._stopping = False
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-S", __file__, host, str(port), str(os.getpid())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+            env={"RELAY_CONTROL": str(theirs.fileno())})
+        theirs.close()
 
-    def _call(self, action):
-        """Run action() in the relay's thread (the selector belongs to it) and wait for it."""
-        done = threading.Event()
-        outcome = {}
-
-        def run():
-            try:
-                outcome["value"] = action()
-            except Exception as error:  # handed back to the caller
-                outcome["error"] = error
-            done.set()
-
+    def _ask(self, request, fds=()):
         with self._lock:
-            self._todo.append(run)
-        self._wake_w.send(b"x")
-        done.wait()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
+            socket.send_fds(self._control, [request.encode()], list(fds))
+            answer = self._control.recv(256).decode()
+        if answer != "ok":
+            raise OSError(f"the sandbox's relay did not answer {request!r} ({answer or 'it is gone'})")
 
     def add_trial(self, key, listener):
-        listener.setblocking(False)
-        self._call(lambda: (self._pairs.setdefault(key, set()),
-                            self._selector.register(listener, selectors.EVENT_READ,
-                                                    ("accept", key, None))))
+        self._ask(f"add {key}", [listener.fileno()])
 
-    def open_connections(self, key):
-        return self._call(lambda: len(self._pairs.get(key, ())))
-
-    def close_trial(self, key, timeout=3.0):
-        """Close the trial's connections; return once RabbitMQ has closed its end of each."""
-        brokers = self._call(lambda: self._drop_inside(key))
-        for broker in brokers:
-            broker.settimeout(timeout)
-            try:
-                broker.shutdown(socket.SHUT_WR)  # RabbitMQ reads the end, ends the connection
-                while broker.recv(CHUNK):  # and closes its side once it has
-                    pass
-            except OSError:
-                pass
-            broker.close()
+    def close_trial(self, key):
+        """Close the trial's connections; return once RabbitMQ has ended each."""
+        self._ask(f"close {key}")
 
     def remove_trial(self, key, listener):
-        self.close_trial(key)
-        self._call(lambda: self._selector.unregister(listener))
-
-    def _drop_inside(self, key):
-        brokers = []
-        for inside, broker in self._pairs.get(key, set()).copy():
-            self._forget(key, inside, broker)
-            inside.close()
-            broker.setblocking(True)
-            brokers.append(broker)
-        return brokers
-
-    def _forget(self, key, inside, broker):
-        self._pairs[key].discard((inside, broker))
-        for sock in (inside, broker):
-            try:
-                self._selector.unregister(sock)
-            except (KeyError, ValueError):
-                pass
+        self._ask(f"remove {key}")
 
     def stop(self):
-        self._stopping = True
-        self._wake_w.send(b"x")
-        self._thread.join(timeout=5)
-        for key in list(self._pairs):
-            for inside, broker in self._pairs[key]:
-                inside.close()
-                broker.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._control.close()  # the relay ends when its control socket does
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
-    def _loop(self):
-        while not self._stopping:
-            for selected, _ in self._selector.select(timeout=1.0):
+
+# ---- the relay process -----------------------------------------------------------------------
+
+
+class _Serving:
+    def __init__(self, control, upstream):
+        self.control, self.upstream = control, upstream
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(control, selectors.EVENT_READ, ("control", None, None))
+        self.pairs = {}      # trial key -> {(inside, broker)}
+        self.listeners = {}  # trial key -> listening socket
+        self.closing = {}    # trial key -> ({broker sockets still open}, deadline)
+
+    def run(self):
+        while True:
+            for selected, _ in self.selector.select(timeout=0.2):
                 kind, key, peer = selected.data
-                if kind == "wake":
-                    self._wake_r.recv(CHUNK)
-                    with self._lock:
-                        todo, self._todo = self._todo, []
-                    for run in todo:
-                        run()
+                if kind == "control":
+                    if not self._command():
+                        return
                 elif kind == "accept":
                     self._accept(selected.fileobj, key)
+                elif kind == "closing":
+                    self._ending(selected.fileobj, key)
                 else:
                     self._pass_on(selected.fileobj, peer, key)
+            self._expire()
+
+    def _command(self):
+        try:
+            message, fds, _, _ = socket.recv_fds(self.control, 256, 1)
+        except OSError:
+            return False
+        if not message:
+            return False
+        verb, key = message.decode().split(" ", 1)
+        if verb == "add":
+            listener = socket.socket(fileno=fds[0])
+            listener.setblocking(False)
+            self.listeners[key] = listener
+            self.pairs[key] = set()
+            self.selector.register(listener, selectors.EVENT_READ, ("accept", key, None))
+        elif verb in ("close", "remove"):
+            if verb == "remove" and key in self.listeners:
+                self.selector.unregister(self.listeners[key])
+                self.listeners.pop(key).close()
+            self._close(key)
+            if verb == "remove":
+                self.pairs.pop(key, None)
+            return True  # answered once RabbitMQ has ended the connections (_ending, _expire)
+        self.control.send(b"ok")
+        return True
+
+    def _close(self, key):
+        brokers = set()
+        for inside, broker in self.pairs.get(key, set()).copy():
+            self._forget(key, inside, broker)
+            inside.close()
+            try:
+                broker.shutdown(socket.SHUT_WR)  # RabbitMQ reads the end and ends the connection
+            except OSError:
+                broker.close()
+                continue
+            self.selector.register(broker, selectors.EVENT_READ, ("closing", key, None))
+            brokers.add(broker)
+        self.closing[key] = (brokers, time.monotonic() + CLOSE_WAIT)
+        self._answer_if_closed(key)
+
+    def _ending(self, broker, key):
+        try:
+            if broker.recv(CHUNK):
+                return  # what RabbitMQ still sends before it closes
+        except OSError:
+            pass
+        self.selector.unregister(broker)
+        broker.close()
+        self.closing[key][0].discard(broker)
+        self._answer_if_closed(key)
+
+    def _answer_if_closed(self, key):
+        if not self.closing[key][0]:
+            del self.closing[key]
+            self.control.send(b"ok")
+
+    def _expire(self):
+        for key, (brokers, deadline) in list(self.closing.items()):
+            if time.monotonic() > deadline:
+                for broker in brokers:
+                    self.selector.unregister(broker)
+                    broker.close()
+                brokers.clear()
+                self._answer_if_closed(key)
 
     def _accept(self, listener, key):
         try:
             inside, _ = listener.accept()
-        except (BlockingIOError, OSError):
+        except OSError:
             return
         try:
             broker = socket.create_connection(self.upstream, timeout=5)
@@ -191,25 +225,44 @@ class Relay:
             return
         inside.setblocking(False)
         broker.setblocking(False)
-        self._pairs[key].add((inside, broker))
-        self._selector.register(inside, selectors.EVENT_READ, ("data", key, broker))
-        self._selector.register(broker, selectors.EVENT_READ, ("data", key, inside))
+        self.pairs[key].add((inside, broker))
+        self.selector.register(inside, selectors.EVENT_READ, ("data", key, broker))
+        self.selector.register(broker, selectors.EVENT_READ, ("data", key, inside))
 
     def _pass_on(self, source, target, key):
         try:
             data = source.recv(CHUNK)
             if data:
-                # A peer that stops reading holds up only its own sandbox, and
-                # not for long: the pair is ended after SEND_WAIT.
                 target.settimeout(SEND_WAIT)
                 target.sendall(data)
                 target.setblocking(False)
                 return
         except OSError:
             pass
-        # One side ended: end the pair.
-        pair = next((p for p in self._pairs.get(key, ()) if source in p), None)
+        # One side ended (or would not take more): end the pair.
+        pair = next((p for p in self.pairs.get(key, ()) if source in p), None)
         if pair is not None:
             self._forget(key, *pair)
             for sock in pair:
                 sock.close()
+
+    def _forget(self, key, inside, broker):
+        self.pairs[key].discard((inside, broker))
+        for sock in (inside, broker):
+            try:
+                self.selector.unregister(sock)
+            except (KeyError, ValueError):
+                pass
+
+
+def main():
+    host, port, parent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # gone with the grader
+    if os.getppid() != parent:
+        return
+    control = socket.socket(fileno=int(os.environ["RELAY_CONTROL"]))
+    _Serving(control, (host, port)).run()
+
+
+if __name__ == "__main__":
+    main()

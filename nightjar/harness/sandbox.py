@@ -8,8 +8,9 @@ learner's handler.py and whatever it starts) is:
   uids that one sandbox holds at a time (a lock file per block); never the
   grader's, never another submission's or another trial's;
 - limited: the trial's control group bounds memory and processes, the
-  submission's bounds their sum and its share of the CPU; rlimits bound CPU
-  time and file size per process, and no core files are written;
+  submission's bounds their sum and weighs on the CPU as its trials' workers
+  would outside a sandbox, however many processes it forks; rlimits bound
+  CPU time and file size per process, and no core files are written;
 - in a root of its own (sandbox_root.py): the system and the interpreter
   read-only, the lab's packages, a small tmpfs for the sandbox's files
   (bounded: a full disk fails one submission); not the class folder, the
@@ -191,13 +192,16 @@ def _schema(db):
                              " WHERE name NOT LIKE 'sqlite_%'").fetchall())
 
 
-# Kills what a sandbox left when its grader dies without closing it: $1 the
-# grader's PID, then the control group folders to empty and remove.
-WATCHDOG = ('grader=$1; shift; while kill -0 "$grader" 2>/dev/null; do sleep 0.5; done;'
+# Clears up after a sandbox whose grader died without closing it: $1 the
+# grader's PID, $2 the sandbox's scratch folder, then the control group
+# folders to empty and remove. (The tmpfs went with the grader's namespace.)
+WATCHDOG = ('grader=$1; scratch=$2; shift 2;'
+            ' while kill -0 "$grader" 2>/dev/null; do sleep 0.5; done;'
             ' for round in 1 2 3 4 5 6 7 8 9 10; do'
-            ' for f in $(find "$@" -name cgroup.procs 2>/dev/null); do'
-            ' for p in $(cat "$f"); do kill -9 "$p"; done; done; sleep 0.2; done;'
-            ' find "$@" -depth -type d -exec rmdir {} + 2>/dev/null')
+            ' left=$(find "$@" -name cgroup.procs -exec cat {} + 2>/dev/null);'
+            ' [ -z "$left" ] && break; kill -9 $left 2>/dev/null; sleep 0.2; done;'
+            ' find "$@" -depth -type d -exec rmdir {} + 2>/dev/null;'
+            ' umount -l "$scratch/files" 2>/dev/null; rm -rf "$scratch"')
 
 
 class Sandbox:
@@ -205,18 +209,16 @@ class Sandbox:
 
     admin_url: the grading broker's AMQP URL with its administrator login;
     management_url: its management API. group: a control group made for this
-    submission already (a batch makes them), else one of its own. cpus: the
-    submission's share of the CPU (None: all of it). Start and close it in
-    a thread that lives as long as it (the root's builder dies with that
-    thread).
+    submission already (a batch makes them), else one of its own. Start and
+    close it in a thread that lives as long as it (the root's builder dies
+    with that thread).
     """
 
-    def __init__(self, admin_url, management_url, *, limits=Limits(), group=None, cpus=None):
+    def __init__(self, admin_url, management_url, *, limits=Limits(), group=None):
         self.admin_url = admin_url
         self.admin = rabbitadmin.Admin(management_url, admin_url)
         self.limits = limits
         self._group_given = group
-        self.cpus = cpus
         self.group = None
         self.tenant = None
         self.relay = None
@@ -242,17 +244,21 @@ class Sandbox:
         self._block, self._block_fd = _take_block()
         self.uid_base = int(os.environ.get(UID_BASE_ENV) or UID_BASE) + BLOCK * self._block
         kill_uids(self.uid_base, BLOCK)  # what a grader killed outright may have left
+        self._scratch = Path(tempfile.mkdtemp(prefix="nightjar-sandbox-"))
         if self._group_given is not None:
             self.group = self._group_given
         else:
             self.group = cgroups.top("nightjar-sandbox").child(new_group_name())
             self._watchdog = subprocess.Popen(
-                ["sh", "-c", WATCHDOG, "watchdog", str(os.getpid()),
+                ["sh", "-c", WATCHDOG, "watchdog", str(os.getpid()), str(self._scratch),
                  *map(str, self.group.folders.values())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True)
         self.group.limit(memory=self.limits.submission_memory,
-                         processes=self.limits.submission_processes, cpus=self.cpus)
+                         processes=self.limits.submission_processes)
+        # As much CPU as its trials' workers would get outside a sandbox; a fork
+        # bomb of spinning processes gets no more.
+        self.group.weigh_as(BLOCK)
         self._start_root()
         self.tenant = self.admin.create_tenant("nightjar-sandbox")
         parts = urlsplit(self.admin_url)
@@ -263,7 +269,6 @@ class Sandbox:
         import pika as pika_package  # its folder is bound into the sandbox
         if not _in_private_mounts:
             raise Unavailable("the grader must enter a mount namespace of its own first")
-        self._scratch = Path(tempfile.mkdtemp(prefix="nightjar-sandbox-"))
         self.files = self._scratch / "files"
         self.files.mkdir()
         mount("tmpfs", str(self.files), "tmpfs", MS_NOSUID | MS_NODEV,
