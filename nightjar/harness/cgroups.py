@@ -1,9 +1,8 @@
 """Control groups for the grader's sandbox: a group per submission, a group per trial inside it.
 
-A group bounds the memory and the number of processes of everything in it,
-and weighs on the CPU as much as a given number of processes would, however
-many it holds (a submission that forks spinning processes gets no more CPU
-than one that runs its usual few); it can be frozen and emptied: every process in it is
+A group bounds the memory, the number of processes and the CPU time of
+everything in it (a submission that forks spinning processes gets no more
+CPU than its share, however many it starts); it can be frozen and emptied: every process in it is
 killed, however it was started (a double fork and setsid included). Both
 kinds of Linux's control groups work: cgroup v1 (the memory, pids, cpu and
 freezer hierarchies, each mounted on its own) and cgroup v2 (one unified
@@ -72,8 +71,8 @@ class Group:
     def _one(self, controller="pids"):
         return self.folders["" if self.v2 else controller]
 
-    def limit(self, memory=None, processes=None):
-        """Memory in bytes (no swap on top), a number of processes."""
+    def limit(self, memory=None, processes=None, cpus=None):
+        """Memory in bytes (no swap on top), a number of processes, a number of CPUs' worth of time."""
         if memory is not None:
             if self.v2:
                 _write(self._one() / "memory.max", memory)
@@ -85,13 +84,13 @@ class Group:
                     _write(swap, memory)
         if processes is not None:
             _write(self._one("pids") / "pids.max", processes)
-
-    def weigh_as(self, processes):
-        """Share the CPU as `processes` busy processes would, however many run in the group."""
-        if self.v2:
-            _write(self._one() / "cpu.weight", min(10000, 100 * processes))
-        else:
-            _write(self._one("cpu") / "cpu.shares", 1024 * processes)
+        if cpus is not None:
+            period = 100000
+            if self.v2:
+                _write(self._one() / "cpu.max", f"{int(cpus * period)} {period}")
+            else:
+                _write(self._one("cpu") / "cpu.cfs_period_us", period)
+                _write(self._one("cpu") / "cpu.cfs_quota_us", int(cpus * period))
 
     def join_command(self):
         """A shell command putting the shell running it ($$) into this group."""

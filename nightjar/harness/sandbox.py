@@ -8,9 +8,9 @@ learner's handler.py and whatever it starts) is:
   uids that one sandbox holds at a time (a lock file per block); never the
   grader's, never another submission's or another trial's;
 - limited: the trial's control group bounds memory and processes, the
-  submission's bounds their sum and weighs on the CPU as its trials' workers
-  would outside a sandbox, however many processes it forks; rlimits bound
-  CPU time and file size per process, and no core files are written;
+  submission's bounds their sum and (in a batch) its CPU to its share of
+  the cores, however many processes it forks; rlimits bound CPU time and
+  file size per process, and no core files are written;
 - in a root of its own (sandbox_root.py): the system and the interpreter
   read-only, the lab's packages, a small tmpfs for the sandbox's files
   (bounded: a full disk fails one submission); not the class folder, the
@@ -256,9 +256,6 @@ class Sandbox:
                 start_new_session=True)
         self.group.limit(memory=self.limits.submission_memory,
                          processes=self.limits.submission_processes)
-        # As much CPU as its trials' workers would get outside a sandbox; a fork
-        # bomb of spinning processes gets no more.
-        self.group.weigh_as(BLOCK)
         self._start_root()
         self.tenant = self.admin.create_tenant("nightjar-sandbox")
         parts = urlsplit(self.admin_url)

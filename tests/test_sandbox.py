@@ -1,0 +1,175 @@
+"""Grading untrusted code: hostile submissions beside honest ones in one batch, in the sandbox (as root).
+
+The hostile submissions (tests/hostile/) try what a student who wants a
+better grade, or a classmate a worse one, would try: rewrite the class's
+other handlers, read files outside their folder into the report, reach the
+machine's own RabbitMQ, leave processes behind, edit the grader, forge the
+grader's event record, and exhaust memory, processes, disk and CPU. Each is
+graded (a fail with its reason) and changes nothing else: every honest
+verdict is the one it gets graded alone, no file outside the sandbox
+changes, no process is left, nothing reaches the machine's broker and no
+secret reaches a report.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pika
+import pytest
+
+from graderkit import WRONG, grade
+from labkit import HANDLERS, MACHINE_BROKER, ROOT, processes_mentioning
+from nightjar.harness import sandbox
+
+pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
+                                reason=f"no sandbox here: {sandbox.unavailable_reason()}")
+
+HOSTILE = ROOT / "tests" / "hostile"
+HONEST = {"solution": HANDLERS["unit3"], "acks early": HANDLERS["starting"],
+          "acks after commit": HANDLERS["unit2"], "dedupes by name": WRONG / "dedupe_by_name.py"}
+# The grader's usual time limit for one worker run (the spinning, forking and hoarding
+# submissions wait it out).
+TIMEOUT = ["--timeout", "10"]
+MARKER = f"nightjar-hostile-{uuid.uuid4().hex[:8]}"
+SECRET = f"secret-{uuid.uuid4().hex}"
+GRADER_SECRET = f"grader-env-{uuid.uuid4().hex}"
+
+
+def fingerprint(*folders):
+    """{path: sha256} of every file below the folders (what must not change)."""
+    found = {}
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file() and ".venv" not in path.parts and "__pycache__" not in path.parts \
+                    and ".git" not in path.parts:
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def sandbox_processes():
+    """PIDs of live processes run by a sandbox's users (uids from the sandbox's base on)."""
+    base = int(os.environ.get(sandbox.UID_BASE_ENV) or sandbox.UID_BASE)
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+        if uid >= base and "State:\tZ" not in status:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(grading_broker, tmp_path_factory):
+    """The honest submissions graded alone, then everyone graded as one class."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    folder = tmp / "class"
+    secret = tmp / "secret.txt"
+    secret.write_text(SECRET)
+    for name, handler in HONEST.items():
+        (folder / name).mkdir(parents=True)
+        shutil.copyfile(handler, folder / name / "handler.py")
+    for template in sorted(HOSTILE.glob("*.py")):
+        (folder / template.stem).mkdir(parents=True)
+        (folder / template.stem / "handler.py").write_text(
+            template.read_text().replace("__CLASS__", str(folder)).replace("__CHECKOUT__", str(ROOT))
+            .replace("__SECRET__", str(secret)).replace("__MARKER__", MARKER))
+    before = fingerprint(folder, ROOT / "grader", ROOT / "nightjar", ROOT / "ticket-desk",
+                         ROOT / "scenarios")
+    alone = {name: grade(folder / name / "handler.py", "--skip-live", *TIMEOUT,
+                         broker=grading_broker)[1]["checks"] for name in HONEST}
+    scratch = tmp / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch), NIGHTJAR_GRADER_TEST_SECRET=GRADER_SECRET)
+    batch = subprocess.run(
+        [sys.executable, "-m", "grader", "--handlers", str(folder), "--json", "--jobs", "2",
+         *TIMEOUT, "--junit", str(tmp / "class.xml"), *grading_broker.args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert batch.returncode == 1, batch.stdout + batch.stderr
+    after = fingerprint(folder, ROOT / "grader", ROOT / "nightjar", ROOT / "ticket-desk",
+                        ROOT / "scenarios")
+    report = json.loads(batch.stdout)
+    return {"alone": alone, "report": report, "by_name": {s["name"]: s for s in report["submissions"]},
+            "before": before, "after": after, "scratch": scratch, "batch": batch,
+            "junit": (tmp / "class.xml").read_text()}
+
+
+def test_every_honest_verdict_is_the_one_it_gets_alone(graded):
+    for name in HONEST:
+        assert graded["by_name"][name]["checks"] == graded["alone"][name], name
+    assert {name for name in HONEST if graded["by_name"][name]["passed"]} == {"solution"}
+
+
+def test_every_hostile_submission_is_graded_and_fails(graded):
+    for template in HOSTILE.glob("*.py"):
+        submission = graded["by_name"][template.stem]
+        assert submission["status"] == "graded", submission
+        assert submission["passed"] is False, template.stem
+
+
+def first_failure(graded, name):
+    return next(check["reason"] for check in graded["by_name"][name]["checks"] if not check["passed"])
+
+
+def test_exhaustion_fails_naming_the_limit_it_hit(graded):
+    assert first_failure(graded, "eats_memory") == (
+        "The normal delivery of R-0002: handler.py ran into its memory limit (256 MiB a trial) in"
+        " the grader's sandbox, and the worker was stopped or failed")
+    assert first_failure(graded, "forks_without_end") == (
+        "The normal delivery of R-0002: handler.py ran into its limit of 64 processes a trial in"
+        " the grader's sandbox, and the worker was stopped or failed")
+    assert first_failure(graded, "fills_the_disk") == (
+        "The normal delivery of R-0002: handler.py ran into its disk space (64 MiB in all) in the"
+        " grader's sandbox, and the worker was stopped or failed")
+    assert first_failure(graded, "spins_the_cpu") == (
+        "The normal delivery of R-0002: the worker did not finish within 10 s, so it was stopped;"
+        " handler.py seems stuck (an endless loop?)")
+
+
+def test_forged_events_do_not_pass_a_handler_that_never_acks(graded):
+    checks = graded["by_name"]["forges_events"]["checks"]
+    assert checks[0] == {
+        "name": "1. Normal delivery gives one ticket and an ack", "passed": False,
+        "reason": "The normal delivery: R-0002 was not acknowledged; it went back to the queue",
+        "hint": 'Revisit unit 2 "Acknowledge only completed work": end handle() with'
+                " ch.basic_ack(delivery.delivery_tag), after the `with db:` block."}
+
+
+def test_no_file_outside_the_sandbox_changed(graded):
+    changed = {path for path in graded["before"].keys() | graded["after"].keys()
+               if graded["before"].get(path) != graded["after"].get(path)}
+    assert changed == set()
+    assert list(graded["scratch"].iterdir()) == []  # and nothing was left in the batch's temp folder
+
+
+def test_no_process_is_left(graded):
+    assert processes_mentioning(MARKER) == []
+    assert sandbox_processes() == []
+
+
+def test_nothing_reached_the_machines_broker(graded):
+    connection = pika.BlockingConnection(pika.URLParameters(MACHINE_BROKER))
+    try:
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            connection.channel().queue_declare(MARKER, passive=True)
+        assert refused.value.reply_code == 404
+    finally:
+        connection.close()
+
+
+def test_no_secret_reached_a_report(graded):
+    reports = graded["batch"].stdout + graded["batch"].stderr + graded["junit"]
+    for secret in (SECRET, GRADER_SECRET, "root:", "Nightjar ticket desk"):
+        assert secret not in reports
+    # They tried: the attempts are in the report, the contents are not.
+    assert "FileNotFoundError" in first_failure(graded, "leaks_a_secret")
+    ET.fromstring(graded["junit"])  # still well-formed
