@@ -280,10 +280,16 @@ def grade_class(found, options, progress=None, route=None):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+# In a container of the Docker route, progress goes to stderr beside the JSON on stdout.
+PROGRESS_ENV = "NIGHTJAR_GRADER_PROGRESS"
+
+
 def main(options, route=None):
     """Grade the class, print and write its reports; the exit status."""
+    progress_out = sys.stderr if os.environ.get(PROGRESS_ENV) == "stderr" else sys.stdout
+
     def progress(done, total, submission):
-        print(reports.progress_line(done, total, submission), flush=True)
+        print(reports.progress_line(done, total, submission), file=progress_out, flush=True)
 
     def cannot_grade(error):
         if options.json:
@@ -305,9 +311,15 @@ def main(options, route=None):
         print(f"Grading {count} submissions in {options.handlers} ({where}, throwaway databases,"
               f" {isolation}; {options.jobs} at a time)", flush=True)
     try:
-        submissions = grade_class(found, options, None if options.json else progress, route)
+        wanted = not options.json or progress_out is sys.stderr
+        submissions = grade_class(found, options, progress if wanted else None, route)
     except BatchError as error:
         return cannot_grade(str(error))
+    return report_class(options, submissions)
+
+
+def report_class(options, submissions):
+    """Print the class's table (or JSON) and write its report files; the exit status."""
     status = reports.exit_status(submissions)
     if options.json:
         print(reports.batch_json(submissions))
@@ -317,6 +329,7 @@ def main(options, route=None):
         print()
         print(reports.summary_line(submissions))
         if status == 2:
+            count = sum(s.status not in (reports.SKIPPED, reports.REFUSED) for s in submissions)
             print("Cannot grade: " + (f"none of the {count} submissions could be graded." if count
                                       else f"no folder in {options.handlers} holds a handler.py."),
                   file=sys.stderr)

@@ -4,7 +4,7 @@
    python3 -m grader --handlers DIR [--jobs N] [--amqp-url URL [--management-url URL]] [--json]
                     [--junit FILE] [--trusted | --sandbox linux|docker]
 
-Where handler.py runs (see nightjar/harness/sandbox.py and grader/containers.py):
+Where handler.py runs (see nightjar/harness/sandbox.py and grader/in_docker.py):
 the Linux route (as root) runs every submission in a sandbox of its own; the
 Docker route runs the same inside a container, for a user with a Docker
 engine but no root; --trusted runs handler.py as this user, as the learner's
@@ -257,8 +257,8 @@ def main(argv=None):
         error = str(problem)
     try:
         if error is None and route == "docker":
-            from . import containers  # the same grader, run as root in a container
-            return containers.main(options)
+            from . import in_docker  # the same grader and sandbox, as root in a container
+            return in_docker.main(options)
         if options.handlers is not None:
             if error is not None:
                 return cannot_grade(options, error)

@@ -24,7 +24,8 @@ from containerkit import GRADER, GRADER_BROKER, LEARNER_FOLDER, LIVE_BROKER, SIT
 
 DOCKERFILES = ["nightjar-site/Dockerfile", "ticket-desk/Dockerfile", "grader/Dockerfile"]
 # Linted too: the base images `make base-images` builds from Debian packages.
-LINTED = DOCKERFILES + ["base-images/python/Dockerfile", "base-images/rabbitmq/Dockerfile"]
+LINTED = DOCKERFILES + ["base-images/python/Dockerfile", "base-images/rabbitmq/Dockerfile",
+                        "grader/sandbox.Dockerfile"]
 
 
 # --------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def graded(grading_broker, tmp_path_factory):
     report = json.loads(batch.stdout)
     return {"alone": alone, "report": report, "by_name": {s["name"]: s for s in report["submissions"]},
             "before": before, "after": after, "scratch": scratch, "batch": batch,
-            "junit": (tmp / "class.xml").read_text()}
+            "junit": (tmp / "class.xml").read_text(), "folder": folder, "secret": secret}
 
 
 def test_every_honest_verdict_is_the_one_it_gets_alone(graded):
@@ -173,3 +173,39 @@ def test_no_secret_reached_a_report(graded):
     # They tried: the attempts are in the report, the contents are not.
     assert "FileNotFoundError" in first_failure(graded, "leaks_a_secret")
     ET.fromstring(graded["junit"])  # still well-formed
+
+
+# ---- the Docker route: the same sandbox, as root in a container -------------------------------
+
+DOCKER_CLASS = ("rewrites_classmates", "leaks_a_secret", "reaches_the_machines_broker",
+                "leaves_processes", "eats_memory")
+
+
+@pytest.mark.containers
+def test_the_docker_route_grades_like_the_linux_route(graded, tmp_path):
+    """As a user with a Docker engine would: the honest verdicts as graded alone, the attacks contained."""
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
+            pytest.fail("no Docker engine answers (NIGHTJAR_CONTAINER_TESTS=required)")
+        pytest.skip("no Docker engine answers ('docker info' failed)")
+    from stackkit import base_images
+    folder = tmp_path / "class"
+    for name in [*HONEST, *DOCKER_CLASS]:
+        shutil.copytree(graded["folder"] / name, folder / name)
+    before = fingerprint(folder, graded["secret"].parent)
+    env = dict(os.environ, NIGHTJAR_GRADER_TEST_SECRET=GRADER_SECRET)
+    env.update(base_images(env))
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "--handlers", str(folder), "--sandbox", "docker", "--json",
+         "--jobs", "2", *TIMEOUT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 1, result.stdout + result.stderr
+    by_name = {s["name"]: s for s in json.loads(result.stdout)["submissions"]}
+    for name in HONEST:
+        assert by_name[name]["checks"] == graded["alone"][name], name
+    for name in DOCKER_CLASS:
+        assert (by_name[name]["status"], by_name[name]["passed"]) == ("graded", False), name
+    assert fingerprint(folder, graded["secret"].parent) == before
+    assert SECRET not in result.stdout + result.stderr and GRADER_SECRET not in result.stdout
+    assert processes_mentioning(MARKER) == [] and sandbox_processes() == []
+    assert subprocess.run(["docker", "ps", "-q", "--filter", "name=nightjar-grading-"],
+                          capture_output=True, text=True).stdout == ""

@@ -402,7 +402,9 @@ class Trial:
             "nsenter", f"--target={self.sandbox._holder.pid}", "--mount", "--uts", "--root",
             f"--wdns={workdir}", f"--net=/proc/self/fd/{net}", f"--ipc=/proc/self/fd/{ipc}", "--",
             "prlimit", f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
-            f"--fsize={limits.file_size}", "--core=0", f"--nproc={limits.processes}",
+            # RLIMIT_NPROC only backs the control group up: the group's own limit is
+            # met first, and counted (limit_counters).
+            f"--fsize={limits.file_size}", "--core=0", f"--nproc={2 * limits.processes}",
             f"--nofile={limits.open_files}", "--",
             "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
             "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
