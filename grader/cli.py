@@ -113,24 +113,26 @@ class CannotSandbox(Exception):
     """A sandbox is needed and none can be set up here; the text says why, in one line."""
 
 
+TRUSTED_NOTE = "pass --trusted to grade without a sandbox (only code you trust)"
+
+
 def choose_sandbox(options):
     """'linux', 'docker', or None (handler.py runs unsandboxed); raises CannotSandbox."""
     if options.trusted:
         return None
     if options.sandbox == "docker":
         return "docker"
-    reason = sandboxing.unavailable_reason()
     if options.sandbox == "linux" or os.geteuid() == 0:
+        reason = sandboxing.unavailable_reason()
         if reason is None:
             return "linux"
-    elif options.handlers is None:
+        raise CannotSandbox(f"{reason}; {TRUSTED_NOTE}")
+    if options.handlers is None:
         return None  # one handler, no root: the learner's own code, as make grade runs it
-    elif _docker_answers():
+    if _docker_answers():
         return "docker"
-    else:
-        reason = "a class is graded in a sandbox: that needs root (Linux's own sandbox) or a Docker engine"
-    raise CannotSandbox(f"{reason}. Run it as root, or pass --trusted to grade without a sandbox"
-                        " (only code you trust).")
+    raise CannotSandbox("a class is graded in a sandbox, which needs root (Linux's own mechanisms)"
+                        f" or a Docker engine; {TRUSTED_NOTE}")
 
 
 def _docker_answers():
@@ -206,7 +208,7 @@ def grade(options, timings=None, sandbox_route=None):
     except NodeError as error:
         return [], f"could not start a private RabbitMQ node for grading: {error}"
     except sandboxing.Unavailable as error:
-        return [], f"{error}; pass --trusted to grade without a sandbox (only code you trust)"
+        return [], f"{error}; {TRUSTED_NOTE}"
     finally:
         processes.kill_all()
         if sandbox is not None:
@@ -253,8 +255,10 @@ def main(argv=None):
         route = choose_sandbox(options)
         if route == "linux":
             sandboxing.enter_private_mounts()  # now, while the grader has one thread
-    except (CannotSandbox, sandboxing.Unavailable) as problem:
+    except CannotSandbox as problem:
         error = str(problem)
+    except sandboxing.Unavailable as problem:
+        error = f"{problem}; {TRUSTED_NOTE}"
     try:
         if error is None and route == "docker":
             from . import in_docker  # the same grader and sandbox, as root in a container

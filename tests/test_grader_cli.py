@@ -120,3 +120,47 @@ def test_make_grade_local_names_the_graders_own_exit_status(grading_broker, tmp_
     said, made = result.stderr.splitlines()[-2:]
     assert said == f"The grader exited with status {status} ({case})."
     assert re.fullmatch(rf"make: \*\*\* \[Makefile:\d+: grade-local\] Error {status}", made), made
+
+
+# ---- where handler.py runs: the sandbox's route ------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, root, docker, route", [
+    (["--handlers", "class"], True, False, "linux"),
+    (["--handlers", "class"], False, True, "docker"),
+    (["--handlers", "class", "--trusted"], True, True, None),
+    (["--handler", "h.py"], True, False, "linux"),       # Gradescope runs it as root
+    (["--handler", "h.py"], False, True, None),          # a learner's own code, as make grade runs it
+    (["--handler", "h.py", "--sandbox", "docker"], False, True, "docker"),
+])
+def test_the_sandbox_is_on_wherever_it_can_be(monkeypatch, argv, root, docker, route):
+    from grader import cli
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 0 if root else 1000)
+    monkeypatch.setattr(cli.sandboxing, "unavailable_reason", lambda: None if root else "no root")
+    monkeypatch.setattr(cli, "_docker_answers", lambda: docker)
+    assert cli.choose_sandbox(cli.parse_options(argv)) == route
+
+
+def test_a_class_without_root_or_docker_is_refused_in_one_line(monkeypatch, capsys, tmp_path):
+    from grader import cli
+    monkeypatch.setattr(cli.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(cli, "_docker_answers", lambda: False)
+    assert cli.main(["--handlers", str(tmp_path)]) == 2
+    assert capsys.readouterr() == ("", (
+        "Cannot grade: a class is graded in a sandbox, which needs root (Linux's own mechanisms) or"
+        " a Docker engine; pass --trusted to grade without a sandbox (only code you trust)\n"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the Linux route is tried as root only")
+def test_a_sandbox_that_cannot_be_set_up_is_one_line_and_status_2(tmp_path):
+    """As root, but without util-linux's tools on PATH; Gradescope's results.json is written all the same."""
+    (tmp_path / "handler.py").write_text(HANDLERS["unit3"].read_text())
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "--handler", str(tmp_path / "handler.py"), "--skip-live",
+         "--gradescope", str(tmp_path / "results.json")], cwd=ROOT,
+        env=dict(os.environ, PATH="/nonexistent"), capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("Cannot grade: the sandbox needs nsenter, setpriv, prlimit, sh"
+                             " (util-linux); pass --trusted to grade without a sandbox (only code"
+                             " you trust)\n")
+    assert "Cannot grade: the sandbox needs" in json.loads((tmp_path / "results.json").read_text())["output"]
