@@ -1,8 +1,10 @@
 """Control groups for the grader's sandbox: a group per submission, a group per trial inside it.
 
-A group bounds the memory, the number of processes and the CPU time of
-everything in it (a submission that forks spinning processes gets no more
-CPU than its share, however many it starts); it can be frozen and emptied: every process in it is
+A group bounds the memory and the number of processes of everything in it;
+on the CPU it weighs as much as a given number of busy processes, however
+many it holds, and may be capped at a number of cores (a submission that
+forks spinning processes gets no more than that); it can be frozen and
+emptied: every process in it is
 killed, however it was started (a double fork and setsid included). Both
 kinds of Linux's control groups work: cgroup v1 (the memory, pids, cpu and
 freezer hierarchies, each mounted on its own) and cgroup v2 (one unified
@@ -91,6 +93,13 @@ class Group:
             else:
                 _write(self._one("cpu") / "cpu.cfs_period_us", period)
                 _write(self._one("cpu") / "cpu.cfs_quota_us", int(cpus * period))
+
+    def weigh_as(self, processes):
+        """Share the CPU as `processes` busy processes would, however many run in the group."""
+        if self.v2:
+            _write(self._one() / "cpu.weight", min(10000, 100 * processes))
+        else:
+            _write(self._one("cpu") / "cpu.shares", 1024 * processes)
 
     def join_command(self):
         """A shell command putting the shell running it ($$) into this group."""

@@ -273,12 +273,12 @@ class Lab:
             return started
         env, events_path = self.env, None
         workstation = self.workstation if self.trial is None else self.trial.inside(self.workstation)
-        python = sys.executable if self.trial is None else self.trial.interpreter()
-        command = [python, str(workstation / program)]
+        python = [sys.executable] if self.trial is None else self.trial.python()
+        command = [*python, str(workstation / program)]
         if watched:
             self._runs += 1
             events_path = self.folder / f"events-{self._runs}.jsonl"
-            command = [python, "-m", "nightjar.harness.effects", "--parent", str(os.getpid())]
+            command = [*python, "-m", "nightjar.harness.effects", "--parent", str(os.getpid())]
             if stop_at:
                 command += ["--stop", stop_at]
             if db_timeout is not None:

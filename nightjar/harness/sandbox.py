@@ -8,9 +8,10 @@ learner's handler.py and whatever it starts) is:
   uids that one sandbox holds at a time (a lock file per block); never the
   grader's, never another submission's or another trial's;
 - limited: the trial's control group bounds memory and processes, the
-  submission's bounds their sum and (in a batch) its CPU to its share of
-  the cores, however many processes it forks; rlimits bound CPU time and
-  file size per process, and no core files are written;
+  submission's bounds their sum; on the CPU it weighs as its trials' workers
+  would outside a sandbox, however many processes it forks, and in a batch
+  it is capped at its share of the cores; rlimits bound CPU time and file
+  size per process, and no core files are written;
 - in a root of its own (sandbox_root.py): the system and the interpreter
   read-only, the lab's packages, a small tmpfs for the sandbox's files
   (bounded: a full disk fails one submission); not the class folder, the
@@ -256,6 +257,9 @@ class Sandbox:
                 start_new_session=True)
         self.group.limit(memory=self.limits.submission_memory,
                          processes=self.limits.submission_processes)
+        # Against the machine's other processes, as much CPU as its trials' workers
+        # would get outside a sandbox (one busy process each); a fork bomb gets no more.
+        self.group.weigh_as(BLOCK - 1)
         self._start_root()
         self.tenant = self.admin.create_tenant("nightjar-sandbox")
         parts = urlsplit(self.admin_url)
@@ -410,8 +414,13 @@ class Trial:
             "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
             *argv], (net, ipc))
 
-    def interpreter(self):
-        return str(Path(sys.executable).resolve())
+    def python(self):
+        """The interpreter's command: this Python itself, without its site-packages (-S).
+
+        In the sandbox a handler has the standard library, pika and the lab's
+        own package (PYTHONPATH), and nothing a machine installed besides.
+        """
+        return [str(Path(sys.executable).resolve()), "-S"]
 
     def after_run(self, running):
         """A worker run ended: kill what it left, close its connections, note the limits it hit.
