@@ -13,8 +13,7 @@ runs in its own session, under a time limit, with its output read to a
 bounded size and its temporary files in a folder of the batch's own.
 
 Sandboxed (the Linux route), the batch makes each submission's control group
-itself, with its share of the CPU (the cores over --jobs: a submission that
-spins them all slows no other), and removes it when that submission's grader has ended: whatever the submission
+itself, and removes it when that submission's grader has ended: whatever the submission
 started is killed then, even when its grader was killed first. The
 submission's own vhost and user come from its grader (see
 nightjar/harness/sandbox.py).
@@ -161,7 +160,6 @@ def grade_one(graders, name, handler, broker, options, tmp, route):
     group = None
     if route == "linux":
         group = sandbox.existing_group(sandbox.new_group_name())
-        group.limit(cpus=max(1.0, len(os.sched_getaffinity(0)) / options.jobs))
         command += ["--sandbox", "linux", "--sandbox-group", group.name,
                     "--management-url", management_url]
     else:

@@ -41,7 +41,7 @@ DOCKERFILE = "grader/sandbox.Dockerfile"
 DEFAULT_PYTHON_IMAGE = "python:3.11.13-slim-bookworm"
 # What the sandbox needs, and nothing more (see nightjar/harness/sandbox.py).
 CAPABILITIES = ("SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN",
-                "DAC_OVERRIDE", "FOWNER", "SYS_CHROOT")
+                "DAC_OVERRIDE", "FOWNER", "SYS_CHROOT", "SYS_NICE")
 PROGRESS = re.compile(r"^\d+ of \d+  ")
 
 

@@ -2,9 +2,8 @@
 
 A group bounds the memory and the number of processes of everything in it;
 on the CPU it weighs as much as a given number of busy processes, however
-many it holds, and may be capped at a number of cores (a submission that
-forks spinning processes gets no more than that); it can be frozen and
-emptied: every process in it is
+many it holds (a submission that forks spinning processes gets no more than
+that share when others want the CPU); it can be frozen and emptied: every process in it is
 killed, however it was started (a double fork and setsid included). Both
 kinds of Linux's control groups work: cgroup v1 (the memory, pids, cpu and
 freezer hierarchies, each mounted on its own) and cgroup v2 (one unified
@@ -73,8 +72,8 @@ class Group:
     def _one(self, controller="pids"):
         return self.folders["" if self.v2 else controller]
 
-    def limit(self, memory=None, processes=None, cpus=None):
-        """Memory in bytes (no swap on top), a number of processes, a number of CPUs' worth of time."""
+    def limit(self, memory=None, processes=None):
+        """Memory in bytes (no swap on top), a number of processes."""
         if memory is not None:
             if self.v2:
                 _write(self._one() / "memory.max", memory)
@@ -86,13 +85,6 @@ class Group:
                     _write(swap, memory)
         if processes is not None:
             _write(self._one("pids") / "pids.max", processes)
-        if cpus is not None:
-            period = 100000
-            if self.v2:
-                _write(self._one() / "cpu.max", f"{int(cpus * period)} {period}")
-            else:
-                _write(self._one("cpu") / "cpu.cfs_period_us", period)
-                _write(self._one("cpu") / "cpu.cfs_quota_us", int(cpus * period))
 
     def weigh_as(self, processes):
         """Share the CPU as `processes` busy processes would, however many run in the group."""

@@ -97,7 +97,10 @@ class Relay:
         theirs.close()
         # Every byte of every worker passes through it: on a busy machine it must not
         # wait its turn behind them (unsandboxed, the workers reach the broker directly).
-        os.setpriority(os.PRIO_PROCESS, self.process.pid, PRIORITY)
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, PRIORITY)
+        except PermissionError:
+            pass  # without CAP_SYS_NICE it runs at the usual priority
 
     def _ask(self, request, fds=()):
         with self._lock:

@@ -8,10 +8,11 @@ learner's handler.py and whatever it starts) is:
   uids that one sandbox holds at a time (a lock file per block); never the
   grader's, never another submission's or another trial's;
 - limited: the trial's control group bounds memory and processes, the
-  submission's bounds their sum; on the CPU it weighs as its trials' workers
-  would outside a sandbox, however many processes it forks, and in a batch
-  it is capped at its share of the cores; rlimits bound CPU time and file
-  size per process, and no core files are written;
+  submission's bounds their sum; on the CPU it weighs as CPU_WEIGHT busy
+  processes, however many it forks, so a submission spinning every core
+  leaves the others (and the grader, the relay and the broker) their share;
+  rlimits bound CPU time and file size per process, and no core files are
+  written;
 - in a root of its own (sandbox_root.py): the system and the interpreter
   read-only, the lab's packages, a small tmpfs for the sandbox's files
   (bounded: a full disk fails one submission); not the class folder, the
@@ -80,6 +81,9 @@ TOOLS = ("nsenter", "setpriv", "prlimit", "sh")
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "hosts")
 INSIDE = Path("/sandbox")  # the trials' tmpfs, as the sandbox sees it
 LIBRARY = "/opt/nightjar/lib"  # the lab's packages, as the sandbox sees them
+# A submission's weight on the CPU, in busy processes: what its trials' workers
+# need when they start together, and no more, whatever it forks.
+CPU_WEIGHT = 4
 DB_FILES = ("nightjar.db", "nightjar.db-wal", "nightjar.db-shm", "nightjar.db-journal")
 
 
@@ -257,9 +261,7 @@ class Sandbox:
                 start_new_session=True)
         self.group.limit(memory=self.limits.submission_memory,
                          processes=self.limits.submission_processes)
-        # Against the machine's other processes, as much CPU as its trials' workers
-        # would get outside a sandbox (one busy process each); a fork bomb gets no more.
-        self.group.weigh_as(BLOCK - 1)
+        self.group.weigh_as(CPU_WEIGHT)
         self._start_root()
         self.tenant = self.admin.create_tenant("nightjar-sandbox")
         parts = urlsplit(self.admin_url)
@@ -375,6 +377,7 @@ class Trial:
         limits = sandbox.limits
         self.group.limit(memory=limits.memory, processes=limits.processes)
         self._counted = {}
+        self._closing, self._closed = threading.Lock(), False
         self.namespaces = relay.Namespaces()
         sandbox.relay.add_trial(index, self.namespaces.listener)
         # A name no other trial can guess; the folder above it cannot be listed.
@@ -461,8 +464,16 @@ class Trial:
             raise Tampered("handler.py changed the database's tables (its schema is not the lab's)")
 
     def close(self):
+        """Kill the trial's processes and take down its network; safe to call twice, from two threads."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
         self.group.remove()
-        self.sandbox.relay.remove_trial(self.index, self.namespaces.listener)
+        try:
+            self.sandbox.relay.remove_trial(self.index, self.namespaces.listener)
+        except OSError:
+            pass  # the relay is gone already (the grading was interrupted)
         self.namespaces.close()
         self.sandbox._release(self.index)
 
