@@ -8,7 +8,7 @@ from nightjar.harness import interruptions, processes
 from nightjar.harness.lab import wait_until
 
 from .backups import backup
-from .common import BACKUPS, ROOT, UNIT2_HANDLER, UNIT3_HANDLER, Stop, say
+from .common import BACKUPS, UNIT2_HANDLER, UNIT3_HANDLER, Stop, say
 
 
 class Desk:
@@ -173,5 +173,5 @@ SOLVERS = {1: solve_unit1, 2: solve_unit2, 3: solve_unit3}
 def solve(unit):
     say(f"Solving {unit.title}, step by step, on the live lab")
     SOLVERS[unit.number](Desk())
-    say(f"Solved. Now: python3 {(unit.path / 'check').relative_to(ROOT)}")
+    say(f"Solved. Now: make check-unit N={unit.number}")
     return 0
