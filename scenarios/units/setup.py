@@ -79,12 +79,10 @@ def ready(folder, lang, workstation_folder=None):
     say()
     guidetext.show(folder, lang)
     say()
-    # In containers compose.yaml tells how the learner opens the Workstation (make shell).
-    opened = os.environ.get("NIGHTJAR_OPEN_WORKSTATION")
-    if opened:
+    where = ""
+    if workstation_folder:  # in containers, compose.yaml tells how the learner opens it: make shell
+        opened = os.environ.get("NIGHTJAR_OPEN_WORKSTATION") or f"cd {shlex.quote(str(workstation_folder))}"
         where = f" Workstation: {opened}"
-    else:
-        where = f" Workstation: cd {shlex.quote(str(workstation_folder))}" if workstation_folder else ""
     say(f"Ready: the guide above is {guide(folder, lang)}.{where}")
 
 
