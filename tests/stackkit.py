@@ -64,18 +64,22 @@ def base_images(env):
     return dict(BASE_IMAGES)
 
 
-def bare_checkout(folder):
-    """A copy of this checkout's files (tracked, and new ones not ignored) without .venv; and a
-    folder holding the bare host's python3. Returns (checkout, bin folder)."""
+def copy_checkout(checkout):
+    """A copy of this checkout's files (tracked, and new ones not ignored): no .venv, no build output."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    checkout = folder / "checkout"
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():
             target = checkout / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+    return checkout
+
+
+def bare_checkout(folder):
+    """A copy of this checkout and a folder holding the bare host's python3: (checkout, bin folder)."""
+    checkout = copy_checkout(folder / "checkout")
     bin_folder = folder / "bin"
     bin_folder.mkdir()
     python3 = bin_folder / "python3"
