@@ -152,3 +152,15 @@ def test_the_compose_choice_prefers_v2_and_can_be_overridden(tmp_path):
     assert containers_py("compose", both) == (0, "docker compose\n", "")
     assert containers_py("compose", only_v1) == (0, "docker-compose\n", "")
     assert containers_py("compose", both, COMPOSE="docker-compose") == (0, "docker-compose\n", "")
+
+
+@pytest.mark.parametrize("found, told", [
+    ({}, "user nightjar; password nightjar-lab: compose.yaml's default, as nothing sets"
+         " NIGHTJAR_RABBITMQ_PASSWORD (see .env.example)"),
+    ({"NIGHTJAR_RABBITMQ_PASSWORD": ("s3cret", ".env")}, "user nightjar; password: NIGHTJAR_RABBITMQ_PASSWORD in .env"),
+    ({"NIGHTJAR_RABBITMQ_USER": ("ops", "the environment"),
+      "NIGHTJAR_RABBITMQ_PASSWORD": ("s3cret", "the environment")},
+     "user ops; password: NIGHTJAR_RABBITMQ_PASSWORD in the environment"),
+], ids=["defaults", "dot-env", "environment"])
+def test_make_up_names_where_the_management_password_comes_from(found, told):
+    assert containers.management_line(found, 15672) == f"RabbitMQ management: http://127.0.0.1:15672/ ({told})"
