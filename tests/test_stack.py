@@ -226,6 +226,14 @@ def grade(stack):
     return graded.stdout, cold
 
 
+def make_shell(stack):
+    """`make shell` on a terminal of its own, typing pwd and exit; what the terminal showed."""
+    shell = run(["script", "-qec", "make --no-print-directory shell", "/dev/null"], stack.env,
+                input="pwd\nexit\n", cwd=stack.root, timeout=180)
+    assert shell.returncode == 0, shell
+    return shell
+
+
 def test_a_learner_walks_the_lab_in_containers(stack):
     # A registration through the site's form, then the learner's ack-after-commit handler.
     registration_id = FormClient(stack.url).register("Container guest")
@@ -234,9 +242,7 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     ctrl_c_at_a_pause_redelivers(stack, registration_id)
 
     # make shell: a shell in the learner's folder (on a terminal of its own).
-    shell = run(["script", "-qec", "make --no-print-directory shell", "/dev/null"], stack.env,
-                input="pwd\nexit\n", cwd=stack.root, timeout=120)
-    assert shell.returncode == 0 and f"\n{LEARNER_FOLDER}\n" in shell.stdout, shell  # pwd's line
+    assert f"\n{LEARNER_FOLDER}\n" in make_shell(stack).stdout  # pwd's line
 
     # The units on the container lab, listed, set up, checked and solved (the short walk:
     # unit 2, then unit 3's handler typed in).
@@ -262,6 +268,11 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     down = stack.make("down")
     assert down.returncode == 0, down.stderr
     assert not answers(stack.url) and stack.containers() == []
+    if stack.full:  # make shell after make down starts what the Workstation needs
+        shell = make_shell(stack).stdout
+        # (after the terminal's echo of what was typed ahead)
+        assert "\nStarting RabbitMQ and the Workstation (make up starts the whole lab)...\n" in shell, shell
+        assert f"\n{LEARNER_FOLDER}\n" in shell and not answers(stack.url)
     stack.up()
     assert rows(stack) == before
     assert stack.workstation("cat", "handler.py").stdout == UNIT3_HANDLER
