@@ -10,10 +10,13 @@ STAMP  := $(VENV)/.installed
 help: ## this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
+# setuptools adds a note ("Editable installation. Please be careful with folders
+# in your working directory ...") to every editable install of a package from a
+# folder of another name (nightjar-site/nightjar_site): a remark, not a problem.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[site,test]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,test]'
 	touch $@
 
 venv: $(STAMP) ## create .venv with the lab and its test tools
