@@ -45,7 +45,7 @@ PORTS = (("NIGHTJAR_SITE_PORT", 8000, "site"),
 READY_SECONDS = 180  # a cold start builds images first; the clock starts after that
 SERVICES = "rabbitmq|site|workstation|grader-broker|grader"  # compose.yaml's, as a pattern
 GRADER = ("--profile", "grader")  # the grader and its broker are compose.yaml's profile "grader"
-BUILD_LINE_AFTER = 2  # seconds: a build that takes longer gets a line saying so
+BUILD_LINE_AFTER = 3  # seconds: a build that takes longer (not just a look at the cache) gets a line
 # What Compose v1 prints on stderr when `run` creates the grader's container:
 # not the learner's business (v2 prints nothing there).
 COMPOSE_PROGRESS = re.compile(r"^(\x1b\[[0-9;]*[A-Za-z])*(Creating|Starting|Recreating) \S+ \.\.\. ")
