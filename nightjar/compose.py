@@ -51,7 +51,8 @@ def engine_answers():
 
 
 def unusable(compose, environ=None):
-    """One line saying why the lab cannot run in containers here (no engine, no or too old a Compose); None when it can."""
+    """One line saying why the lab cannot run in containers here (no engine, no Compose, or
+    one too old); None when it can."""
     environ = os.environ if environ is None else environ
     if not engine_answers():
         return NO_ENGINE
@@ -59,7 +60,8 @@ def unusable(compose, environ=None):
     name = " ".join(compose)
     if found is None:
         if environ.get("COMPOSE", "").strip():
-            return f"COMPOSE={name} does not answer ('{name} version' failed): set COMPOSE to a Docker Compose, or run the lab without containers with 'make local'."
+            return (f"COMPOSE={name} does not answer ('{name} version' failed): set COMPOSE to a Docker"
+                    " Compose, or run the lab without containers with 'make local'.")
         return ("Neither Docker Compose v2 ('docker compose') nor v1 ('docker-compose') is installed:"
                 " install one, or run the lab without containers with 'make local'.")
     if found < OLDEST:
