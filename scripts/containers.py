@@ -277,14 +277,16 @@ def build_grader(compose):
 
 def start_grader_broker(compose):
     """The grader's own RabbitMQ, healthy: started by the first grading, then kept until `make down`."""
-    if service_state(compose, "grader-broker")[0] == "running":
-        return wait_until_healthy(compose, "grader-broker")
-    print("Starting the grader's own RabbitMQ (it keeps running for the next gradings)...", flush=True)
-    started = compose_run(compose, *GRADER, "up", "-d", "grader-broker")
-    if started.returncode != 0:
-        last = (started.stdout.strip().splitlines() or ["no output"])[-1]
-        raise Refused(f"grader-broker did not start ({last}). Its log:"
-                      f" {' '.join(compose)} --profile grader logs grader-broker")
+    state = inspect(compose, "grader-broker", "{{.State.Status}} {{.State.Health.Status}}")
+    if state == "running healthy":
+        return
+    if not state.startswith("running"):
+        print("Starting the grader's own RabbitMQ (it keeps running for the next gradings)...", flush=True)
+        started = compose_run(compose, *GRADER, "up", "-d", "grader-broker")
+        if started.returncode != 0:
+            last = (started.stdout.strip().splitlines() or ["no output"])[-1]
+            raise Refused(f"grader-broker did not start ({last}). Its log:"
+                          f" {' '.join(compose)} --profile grader logs grader-broker")
     wait_until_healthy(compose, "grader-broker")
 
 
