@@ -10,10 +10,13 @@ STAMP  := $(VENV)/.installed
 help: ## this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
+# setuptools adds a note ("Editable installation. Please be careful with folders
+# in your working directory ...") to every editable install of a package from a
+# folder of another name (nightjar-site/nightjar_site): a remark, not a problem.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[site,test]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,test]'
 	touch $@
 
 venv: $(STAMP) ## create .venv with the lab and its test tools
@@ -34,13 +37,13 @@ bench: $(STAMP) ## measure the worker, the site and the grader (benchmarks/)
 	$(PY) benchmarks/grader_bench.py
 	$(PY) benchmarks/site_bench.py
 
-bench-stack: $(STAMP) ## measure make up (cold, warm), make grade and make down in containers
+bench-stack: $(STAMP) ## measure make up (cold, warm), make grade (cold, warm) and make down in containers
 	@$(NEED_DOCKER)
 	$(PY) benchmarks/stack_bench.py
 
 .PHONY: grade grade-local
 grade: ## grade handler.py: in containers while `make up` runs the lab, else as grade-local
-	@if $(DOCKER_LAB_RUNS); then $(MAKE) --no-print-directory grade-docker; \
+	@if $(CONTAINERS) running; then $(MAKE) --no-print-directory grade-docker; \
 	else $(MAKE) --no-print-directory grade-local; fi
 
 # GNU make exits 2 whenever a recipe fails, whatever status the recipe had; so the
@@ -52,22 +55,29 @@ grade-local: $(STAMP) ## grade handler.py: private RabbitMQ node, throwaway data
 	@$(PY) -m grader $(GRADE_ARGS) || { status=$$?; $(NAME_GRADER_STATUS); exit $$status; }
 
 .PHONY: units unit check-unit solve-unit
-units: $(STAMP) ## the lab's units and companion lessons, each starting on its own
-	@$(PY) scenarios/labunits.py list
-
 # The unit targets act on the container lab while `make up` runs it (the same
 # script, inside the Workstation container, told the learner's language for
-# the guide), else on the local lab.
+# the guide), else on the local lab with the host's .venv (made first: the
+# container lab needs none on the host). Asked once, when first needed.
+LAB_IN_CONTAINERS = $(eval LAB_IN_CONTAINERS := $(shell $(CONTAINERS) running && echo yes))$(LAB_IN_CONTAINERS)
+LOCAL_VENV = $(if $(LAB_IN_CONTAINERS),:,$(MAKE) --no-print-directory -s $(STAMP))
 GUIDE_LANGUAGE = $(foreach v,NIGHTJAR_LANG LC_ALL LC_MESSAGES LANG,$(if $($(v)),-e $(v)=$($(v))))
-LABUNITS = $(if $(shell $(DOCKER_LAB_RUNS) && echo yes),$(COMPOSE) exec -T $(GUIDE_LANGUAGE) workstation python3 /app/scenarios/labunits.py,$(PY) scenarios/labunits.py)
+LABUNITS = $(if $(LAB_IN_CONTAINERS),$(COMPOSE) exec -T $(GUIDE_LANGUAGE) workstation python3 /app/scenarios/labunits.py,$(PY) scenarios/labunits.py)
 
-unit: $(STAMP) ## set up one unit on the live lab, e.g. make unit N=2 (no N: the list)
+units: ## the lab's units and companion lessons, each starting on its own
+	@$(LOCAL_VENV)
+	@$(LABUNITS) list
+
+unit: ## set up one unit on the live lab, e.g. make unit N=2 (no N: the list)
+	@$(LOCAL_VENV)
 	@$(LABUNITS) $(if $(N),setup $(N),list)
 
-check-unit: $(STAMP) ## what a unit still lacks, e.g. make check-unit N=2
+check-unit: ## what a unit still lacks, e.g. make check-unit N=2
+	@$(LOCAL_VENV)
 	@$(LABUNITS) check $(N)
 
-solve-unit: $(STAMP) ## do a unit's steps for real, e.g. make solve-unit N=2
+solve-unit: ## do a unit's steps for real, e.g. make solve-unit N=2
+	@$(LOCAL_VENV)
 	@$(LABUNITS) solve $(N)
 
 .PHONY: local stop
@@ -78,25 +88,25 @@ stop: ## stop what make local started
 	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) scripts/local.py stop
 
 # --- Containers (compose.yaml). Without a Docker engine, use `make local`. ---
-# Docker Compose v2 (`docker compose`) when present, else v1 (`docker-compose`).
-COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
-NEED_DOCKER = docker info >/dev/null 2>&1 || { echo "No Docker engine answers ('docker info' failed): run the lab without containers with 'make local'." >&2; exit 1; }
-# True when a Docker engine answers and `make up` has the Workstation running.
-DOCKER_LAB_RUNS = docker info >/dev/null 2>&1 && $(COMPOSE) ps --services --filter status=running 2>/dev/null | grep -qx workstation
+# The host needs Docker, make and python3 (its standard library): no .venv.
+# One Compose for every call, chosen by nightjar/compose.py: COMPOSE when set,
+# else v2 (`docker compose`) when it answers, else v1 (`docker-compose`).
+# (Both are asked once, when first needed.)
+CONTAINERS = $(PYTHON) scripts/containers.py
+COMPOSE ?= $(eval COMPOSE := $(shell $(CONTAINERS) compose))$(COMPOSE)
+# One line, and a failure, when no engine answers or Compose is missing or too old.
+NEED_DOCKER = $(CONTAINERS) check
 
 .PHONY: up down shell logs reset grade-docker base-images
 up: ## start the lab in containers (RabbitMQ, the site, the Workstation); returns when the site answers
-	@$(NEED_DOCKER)
-	@$(PYTHON) scripts/containers.py up $(COMPOSE)
+	@$(CONTAINERS) up
 
 down: ## stop the lab's containers (the learner's files and the database stay)
 	@$(NEED_DOCKER)
 	$(COMPOSE) --profile grader down
 
 shell: ## a shell in the Workstation's ticket-desk folder (containers)
-	@$(NEED_DOCKER)
-	$(COMPOSE) up -d workstation
-	$(COMPOSE) exec workstation bash
+	@$(CONTAINERS) shell
 
 logs: ## follow the containers' logs
 	@$(NEED_DOCKER)
@@ -110,11 +120,7 @@ reset: ## back to the lab's start: removes the containers' volumes (asks first)
 	@echo "Back to the start: make up"
 
 grade-docker: ## grade the Workstation's handler.py with the grader's own broker (containers)
-	@$(NEED_DOCKER)
-	$(COMPOSE) --profile grader build grader
-	@status=0; $(COMPOSE) --profile grader run --rm grader || status=$$?; \
-	$(COMPOSE) --profile grader rm --stop --force grader-broker >/dev/null 2>&1; \
-	[ $$status = 0 ] || { $(NAME_GRADER_STATUS); }; exit $$status
+	@$(CONTAINERS) grade || { status=$$?; $(NAME_GRADER_STATUS); exit $$status; }
 
 base-images: ## build both base images from Debian packages (no image registry needed; root)
 	@$(NEED_DOCKER)

@@ -31,8 +31,41 @@ import subprocess
 import sys
 from pathlib import Path
 
-from units.common import ROOT  # units/: the lab units' parts, one job a module (puts ROOT on sys.path)
+from units.common import ROOT, Stop, say  # units/: the lab units' parts, one job a module (puts ROOT on sys.path)
+from units.table import Unit, find, list_units
+from nightjar.compose import lab_runs  # standard library only, as units.common and units.table
 
+# The make target that runs each unit script, on whichever lab runs.
+MAKE_TARGETS = {"setup": "unit", "check": "check-unit", "solve": "solve-unit"}
+
+
+def beside_containers(argv):
+    """One line when this asks a unit script for the local lab while `make up` runs the lab in containers.
+
+    A unit folder's ./setup, ./check or ./solve (and labunits.py run by hand)
+    act on the lab of the machine they run on; make knows which lab runs.
+    """
+    script = Path(argv[0])
+    if script.name in MAKE_TARGETS:  # a unit folder's script
+        action, name = script.name, script.resolve().parent.name
+    elif len(argv) == 3 and argv[1] in MAKE_TARGETS:  # labunits.py ACTION N
+        action, name = argv[1], argv[2]
+    else:
+        return None
+    try:
+        unit = find(name)
+    except Stop:
+        return None  # the command line says so itself
+    if not isinstance(unit, Unit) or not lab_runs():  # a companion lesson touches no lab
+        return None
+    return (f"The lab runs in containers (make up), and this would act on the local lab:"
+            f" run make {MAKE_TARGETS[action]} N={unit.number} in the repository instead.")
+
+
+_refusal = beside_containers(sys.argv)
+if _refusal:
+    say(_refusal)
+    sys.exit(2)  # ./check's "could not check" (units/check.py's COULD_NOT)
 try:
     import pika  # noqa: F401  (the lab's one dependency)
 except ImportError:
@@ -41,10 +74,8 @@ except ImportError:
 from nightjar import broker  # noqa: E402
 import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide, in the learner's language)
 from units.check import COULD_NOT, NOT_DONE, check  # noqa: E402
-from units.common import Stop, say  # noqa: E402
 from units.setup import ready, setup  # noqa: E402
 from units.solve import solve  # noqa: E402
-from units.table import find, list_units  # noqa: E402
 
 
 def load_local_env():

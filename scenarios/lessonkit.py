@@ -172,16 +172,20 @@ def setup(lesson_dir):
     """Nothing external to prepare; explain how to start the lesson."""
     steps = parse_transcript(os.path.join(lesson_dir, TRANSCRIPT))
     first_import = to_python(steps[0].code).splitlines()[0]   # e.g. "from jobs import Queue"
-    where = os.path.relpath(lesson_dir)
-    cd = "" if where == "." else f"cd {where} && "
+    from units.table import LESSONS  # the lessons' short names (make unit N=cl-13-2)
+
+    # From the repository, on the host: also when make runs this in the Workstation container.
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    where = os.path.relpath(os.path.abspath(lesson_dir), repository)
+    name = next(short for short, folder in LESSONS.items() if folder == os.path.basename(where))
     # True of both lessons; only CL-13-2's model has a clock (see its README).
     print("Nothing to set up: the model keeps its SQLite database in memory, and the same steps"
           " print the same lines every time.")
-    print("Start the lesson with:")
-    print(f"  {cd}python3")
+    print("Start the lesson in the host's terminal, in the repository:")
+    print(f"  cd {where} && python3")
     print(f"Then type the code of each step, one line at a time, beginning with {first_import}"
-          f" (the guide shows how; {TRANSCRIPT} has every step). ./solve replays all steps,"
-          " ./check compares them.")
+          f" (the guide shows how; {TRANSCRIPT} has every step). make solve-unit N={name} replays"
+          f" all steps, make check-unit N={name} compares them.")
     return 0
 
 

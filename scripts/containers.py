@@ -1,35 +1,54 @@
 #!/usr/bin/env python3
-"""`make up`: start the lab's containers and return once the site answers.
+"""The lab in containers, from the host: `make up`, `make shell`, `make grade` and the checks make asks.
 
-    python3 scripts/containers.py up COMPOSE...     (e.g. `up docker-compose`)
+    python3 scripts/containers.py up | shell | grade | check | running | compose
 
-Before anything starts it refuses credentials that would break the AMQP URLs
-and host ports that are taken (one line naming the port and the setting to
-change). A failing service is named in one line with how to see its log.
-Settings come from the environment, else from .env, as Compose reads them.
+up       refuses, before anything starts, credentials that would break the
+         AMQP URLs and host ports that are taken (one line naming the port and
+         the setting to change); builds the images quietly, starts the lab and
+         returns once the site answers, saying where everything is. A failing
+         service is named in one line with how to see its log.
+shell    the same refusals, then a shell in the Workstation (started if need be).
+grade    the grader in a container of its own, against the grader's own
+         RabbitMQ: started by the first grading and kept running for the next
+         ones (until `make down`), on a network of its own.
+check    one line, and status 1, when no Docker engine answers or Compose is
+         missing or too old for compose.yaml.
+running  status 0 while the lab runs in containers (its Workstation is up).
+compose  the Compose command every call uses (nightjar/compose.py chooses it).
+
+Standard library only: the host needs no virtual environment. Settings come
+from the environment, else from .env, as Compose reads them.
 """
 
 import os
 import re
-import shutil
+import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # `make up` runs with the machine's python3, no venv needed
-from nightjar.harness.siteprobe import site_answers  # noqa: E402  (standard library only)
+sys.path.insert(0, str(ROOT))  # the machine's python3, no venv: these two are standard library only
+from nightjar import compose as choice  # noqa: E402
+from nightjar.harness.siteprobe import site_answers  # noqa: E402
 ENV_FILE = ROOT / ".env"
 SAFE_CREDENTIAL = re.compile(r"[A-Za-z0-9_-]*")
 CREDENTIALS = ("NIGHTJAR_RABBITMQ_USER", "NIGHTJAR_RABBITMQ_PASSWORD", "NIGHTJAR_GRADER_RABBITMQ_PASSWORD")
-DEFAULT_USER = "nightjar"  # compose.yaml's default for NIGHTJAR_RABBITMQ_USER
 # (setting, default, the service publishing it); the defaults are compose.yaml's.
 PORTS = (("NIGHTJAR_SITE_PORT", 8000, "site"),
          ("NIGHTJAR_AMQP_PORT", 5672, "rabbitmq"),
          ("NIGHTJAR_MANAGEMENT_PORT", 15672, "rabbitmq"))
 READY_SECONDS = 180  # a cold start builds images first; the clock starts after that
+SERVICES = "rabbitmq|site|workstation|grader-broker|grader"  # compose.yaml's, as a pattern
+GRADER = ("--profile", "grader")  # the grader and its broker are compose.yaml's profile "grader"
+BUILD_LINE_AFTER = 3  # seconds: a build that takes longer (not just a look at the cache) gets a line
+# What Compose v1 prints on stderr when `run` creates the grader's container:
+# not the learner's business (v2 prints nothing there).
+COMPOSE_PROGRESS = re.compile(r"^(\x1b\[[0-9;]*[A-Za-z])*(Creating|Starting|Recreating) \S+ \.\.\. ")
 
 
 class Refused(Exception):
@@ -109,13 +128,30 @@ def check_ports(ports, ours):
                       " to a free port. Nothing was started.")
 
 
+def compose_default(name):
+    """compose.yaml's default for a setting (its ${NAME:-default})."""
+    found = re.search(r"\$\{" + name + r":-([^}]*)\}", (ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    return found.group(1) if found else ""
+
+
+def management_line(found, port):
+    """Where the management UI answers, its user, and where its password really comes from."""
+    user = found.get("NIGHTJAR_RABBITMQ_USER", ("", ""))[0] or compose_default("NIGHTJAR_RABBITMQ_USER")
+    password, where = found.get("NIGHTJAR_RABBITMQ_PASSWORD", ("", ""))
+    if password:
+        told = f"user {user}; password: NIGHTJAR_RABBITMQ_PASSWORD in {where}"
+    else:
+        told = (f"user {user}; password {compose_default('NIGHTJAR_RABBITMQ_PASSWORD')}: compose.yaml's"
+                " default, as nothing sets NIGHTJAR_RABBITMQ_PASSWORD (see .env.example)")
+    return f"RabbitMQ management: http://127.0.0.1:{port}/ ({told})"
+
+
 def published_ports(compose):
     """The host ports the lab's running containers publish now."""
-    ids = subprocess.run([*compose, "ps", "-q"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    ids = choice.run([*compose, "ps", "-q"])[1].split()
     if not ids:
         return set()
-    shown = subprocess.run(["docker", "inspect", "-f", "{{json .NetworkSettings.Ports}}", *ids],
-                           capture_output=True, text=True).stdout
+    shown = choice.run(["docker", "inspect", "-f", "{{json .NetworkSettings.Ports}}", *ids])[1]
     return {int(port) for port in re.findall(r'"HostPort":"(\d+)"', shown)}
 
 
@@ -125,34 +161,43 @@ def compose_run(compose, *args):
 
 
 def why_up_failed(output, compose, ports):
-    """One line for a failed `compose up`: the service, why, and how to see its log."""
+    """One line for a failed `compose up` (v1 or v2): the service, why, and how to see its log."""
     logs = f"Its log: {' '.join(compose)} logs SERVICE"
     build = re.search(r"Service '([\w-]+)' failed to build", output)
     if build:
         return f"{build.group(1)}: its image did not build (the end of the build's output is above)."
     for line in output.splitlines():
-        failed = re.search(r"ERROR: for ([\w-]+)\s+(.*)", line)
+        # v1: "ERROR: for SERVICE  reason" (and once more for the container, PROJECT_SERVICE_1);
+        # v2: "Error response from daemon: ... endpoint PROJECT-SERVICE-1 (...): reason",
+        # "dependency failed to start: container PROJECT-rabbitmq-1 is unhealthy".
+        failed = (re.search(r"ERROR: for ([\w-]+)\s+(.*)", line)
+                  or re.search(rf"Error response from daemon: .*endpoint \S*?[-_]({SERVICES})[-_]\d+ (.*)", line)
+                  or re.search(rf"dependency failed to start: container \S*?[-_]({SERVICES})[-_]\d+ (is unhealthy)", line))
         if not failed or re.search(r"_\d+$", failed.group(1)):
-            continue  # compose v1 names each failure twice: container, then service
+            continue
         service, reason = failed.groups()
         taken = re.search(r"(?:127\.0\.0\.1|0\.0\.0\.0):(\d+)", reason)
         if taken and ("already allocated" in reason or "address already in use" in reason):
             port = int(taken.group(1))
             setting = next((name for name, value in ports.items() if value == port), "its port setting")
             return f"{service}: port {port} on 127.0.0.1 is taken by another program: set {setting} in .env to a free port."
-        if "unhealthy" in reason:
-            return f"rabbitmq never became healthy, so {service} did not start. {logs.replace('SERVICE', 'rabbitmq')}"
+        if "unhealthy" in reason:  # v1 names the service that waited, v2 the unhealthy one
+            waited = "the site and the Workstation" if service == "rabbitmq" else service
+            return f"rabbitmq never became healthy, so {waited} did not start. {logs.replace('SERVICE', 'rabbitmq')}"
         return f"{service} did not start: {reason.strip()}. {logs.replace('SERVICE', service)}"
-    return f"{' '.join(compose)} up failed (its output is above). Logs: {' '.join(compose)} logs"
+    last = (output.strip().splitlines() or ["no output"])[-1]
+    return f"{' '.join(compose)} up failed ({last}). Logs: {' '.join(compose)} logs"
+
+
+def inspect(compose, service, template):
+    """What `docker inspect -f TEMPLATE` says of a service's container ('' when there is none)."""
+    ids = choice.run([*compose, *GRADER, "ps", "-q", service])[1].split()
+    return choice.run(["docker", "inspect", "-f", template, ids[0]])[1].strip() if ids else ""
 
 
 def service_state(compose, service):
     """(status, restart count) of a service's container, e.g. ('running', 0)."""
-    ids = subprocess.run([*compose, "ps", "-q", service], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    if not ids:
-        return "missing", 0
-    shown = subprocess.run(["docker", "inspect", "-f", "{{.State.Status}} {{.RestartCount}}", ids[0]],
-                           capture_output=True, text=True).stdout.split()
+    shown = inspect(compose, service, "{{.State.Status}} {{.RestartCount}}").split()
     return (shown[0], int(shown[1])) if len(shown) == 2 else ("missing", 0)
 
 
@@ -170,16 +215,26 @@ def wait_for_site(compose, port):
     raise Refused(f"site did not answer at {url}healthz within {READY_SECONDS} s. Its log: {' '.join(compose)} logs site")
 
 
-def up(compose, environ):
-    if shutil.which(compose[0]) is None:
-        raise Refused(f"{compose[0]} is not installed (apt-get install docker-compose), so nothing was"
-                      " started; without it, run the lab with 'make local'.")
+def refuse_unusable(compose):
+    problem = choice.unusable(compose)
+    if problem:
+        raise Refused(problem)
+
+
+def refuse_bad_settings(compose, environ):
+    """make up's refusals (credentials, ports), before anything starts; the settings and ports found."""
     found = settings(environ)
     check_credentials(found)
     ports = host_ports(found)
     check_ports(ports, published_ports(compose))
+    return found, ports
+
+
+def up(compose, environ):
+    refuse_unusable(compose)
+    found, ports = refuse_bad_settings(compose, environ)
     print("Building the lab's images (the first build takes a few minutes)...", flush=True)
-    built = compose_run(compose, "build")
+    built = compose_run(compose, *GRADER, "build")  # the grader's image too: `make grade` is quick then
     if built.returncode != 0:
         print("\n".join(built.stdout.splitlines()[-20:]), file=sys.stderr)  # the failing step
         raise Refused(why_up_failed(built.stdout, compose, ports))
@@ -188,22 +243,117 @@ def up(compose, environ):
     if started.returncode != 0:
         raise Refused(why_up_failed(started.stdout, compose, ports))
     wait_for_site(compose, ports["NIGHTJAR_SITE_PORT"])
-    user = found.get("NIGHTJAR_RABBITMQ_USER", ("", ""))[0] or DEFAULT_USER
     print(f"Nightjar site:       http://127.0.0.1:{ports['NIGHTJAR_SITE_PORT']}/")
-    print(f"RabbitMQ management: http://127.0.0.1:{ports['NIGHTJAR_MANAGEMENT_PORT']}/"
-          f" (user {user}; password: NIGHTJAR_RABBITMQ_PASSWORD in .env, default in .env.example)")
+    print(management_line(found, ports["NIGHTJAR_MANAGEMENT_PORT"]))
     print("Workstation:         make shell")
 
 
-def main(argv):
-    if len(argv) < 2 or argv[0] != "up":
-        print("usage: containers.py up COMPOSE...   (e.g. containers.py up docker-compose)", file=sys.stderr)
-        return 2
+def shell(compose, environ):
+    """A shell in the Workstation's ticket-desk folder; refuses what `make up` refuses, before starting it."""
+    refuse_unusable(compose)
+    _found, ports = refuse_bad_settings(compose, environ)
+    if service_state(compose, "workstation")[0] != "running":
+        print("Starting RabbitMQ and the Workstation (make up starts the whole lab)...", flush=True)
+        started = compose_run(compose, "up", "-d", "workstation")
+        if started.returncode != 0:
+            raise Refused(why_up_failed(started.stdout, compose, ports))
+    os.chdir(ROOT)
+    os.execvp(compose[0], [*compose, "exec", "workstation", "bash"])
+
+
+def build_grader(compose):
+    """Build the grader's image quietly (from cache in a moment); one line when it takes a while."""
+    building = subprocess.Popen([*compose, *GRADER, "build", "grader"], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
     try:
-        up(argv[1:], os.environ)
+        output, _ = building.communicate(timeout=BUILD_LINE_AFTER)
+    except subprocess.TimeoutExpired:
+        print("Building the grader's image...", flush=True)
+        output, _ = building.communicate()
+    if building.returncode != 0:
+        print("\n".join(output.splitlines()[-20:]), file=sys.stderr)
+        raise Refused("The grader's image did not build (the end of the build's output is above).")
+
+
+def start_grader_broker(compose):
+    """The grader's own RabbitMQ, healthy: started by the first grading, then kept until `make down`."""
+    state = inspect(compose, "grader-broker", "{{.State.Status}} {{.State.Health.Status}}")
+    if state == "running healthy":
+        return
+    if not state.startswith("running"):
+        print("Starting the grader's own RabbitMQ (it keeps running for the next gradings)...", flush=True)
+        started = compose_run(compose, *GRADER, "up", "-d", "grader-broker")
+        if started.returncode != 0:
+            last = (started.stdout.strip().splitlines() or ["no output"])[-1]
+            raise Refused(f"grader-broker did not start ({last}). Its log:"
+                          f" {' '.join(compose)} --profile grader logs grader-broker")
+    wait_until_healthy(compose, "grader-broker")
+
+
+def wait_until_healthy(compose, service):
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        health = inspect(compose, service, "{{.State.Health.Status}}") or "missing"
+        if health == "healthy":
+            return
+        if health in ("unhealthy", "missing") or time.monotonic() > deadline:
+            raise Refused(f"{service} is {health}. Its log:"
+                          f" {' '.join(compose)} --profile grader logs {service}")
+        time.sleep(0.5)
+
+
+def grade(compose):
+    """The grader's verdict on the Workstation's handler.py; its exit status."""
+    refuse_unusable(compose)
+    build_grader(compose)
+    start_grader_broker(compose)
+    grading = subprocess.Popen([*compose, *GRADER, "run", "--rm", "--no-deps", "-T", "grader"], cwd=ROOT,
+                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+    shown = threading.Thread(target=show_errors, args=(grading.stderr,))
+    shown.start()
+    try:
+        status = grading.wait()
+    except KeyboardInterrupt:
+        grading.wait()
+        status = 130
+    shown.join()
+    return status
+
+
+def show_errors(stream):
+    """The grader's stderr, less Compose's own lines about creating its container."""
+    for line in stream:
+        if not COMPOSE_PROGRESS.match(line):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+COMMANDS = {"up", "shell", "grade", "check", "running", "compose"}
+
+
+def main(argv):
+    if len(argv) != 1 or argv[0] not in COMMANDS:
+        print(f"usage: containers.py {' | '.join(sorted(COMMANDS))}", file=sys.stderr)
+        return 2
+    command = argv[0]
+    compose = choice.choose()
+    if command == "compose":
+        print(shlex.join(compose))
+        return 0
+    if command == "running":
+        return 0 if choice.lab_runs(compose) else 1
+    try:
+        if command == "check":
+            refuse_unusable(compose)
+        elif command == "grade":
+            return grade(compose)
+        elif command == "shell":
+            shell(compose, os.environ)
+        else:
+            up(compose, os.environ)
     except Refused as refusal:
         print(refusal, file=sys.stderr)
-        return 1
+        return 2 if command == "grade" else 1  # the grader's own status for "cannot grade"
     return 0
 
 

@@ -1,5 +1,11 @@
-"""A container stack of its own for tests and benchmarks: make and compose with
+"""A container stack of its own for tests and benchmarks: make and Compose with
 their own compose project name, free host ports and their own passwords.
+
+Every Compose call goes through the project's one choice (nightjar/compose.py);
+a Stack may name another Compose (v1 or v2) to run under. It may also run from
+a bare checkout: a copy of the repository without .venv, whose `make` finds a
+python3 that has only its standard library and cannot make a virtual
+environment, as on a host that has only Docker, make and python3.
 
 The base images are the ones `make base-images` builds from Debian packages
 (built here when missing), unless NIGHTJAR_PYTHON_IMAGE and
@@ -8,24 +14,36 @@ NIGHTJAR_RABBITMQ_IMAGE name others.
 
 import os
 import secrets
+import shlex
 import shutil
+import stat
 import subprocess
+import sys
 from pathlib import Path
 
+from nightjar import compose as choice
 from nightjar.harness.rabbitnode import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 # What scripts/build-base-images tags.
 BASE_IMAGES = {"NIGHTJAR_PYTHON_IMAGE": "nightjar-base/python:3.11-bookworm",
                "NIGHTJAR_RABBITMQ_IMAGE": "nightjar-base/rabbitmq:3.10-bookworm"}
+# The host's python3 in a bare checkout: the standard library only (-S: no
+# site-packages), and no venv or ensurepip.
+BARE_PYTHON = """#!/bin/sh
+case " $* " in
+  *" -m venv "*|*" -m ensurepip "*) echo "python3: the venv module is not available on this host" >&2; exit 1;;
+esac
+exec {python} -S "$@"
+"""
 
 
 class Unavailable(Exception):
     """No stack can run here; the text says why."""
 
 
-def run(command, env, input=None, timeout=600):
-    return subprocess.run(command, cwd=ROOT, env=env, input=input, capture_output=True,
+def run(command, env, input=None, timeout=600, cwd=ROOT):
+    return subprocess.run(command, cwd=cwd, env=env, input=input, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -46,33 +64,70 @@ def base_images(env):
     return dict(BASE_IMAGES)
 
 
-class Stack:
-    """The lab's stack under the compose project `project`."""
+def copy_checkout(checkout):
+    """A copy of this checkout's files (tracked, and new ones not ignored): no .venv, no build output."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            target = checkout / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return checkout
 
-    def __init__(self, project):
-        if shutil.which("docker") is None or run(["docker", "info"], dict(os.environ), timeout=30).returncode:
-            raise Unavailable("no Docker engine answers ('docker info' failed); make test starts one"
-                              " where dockerd is installed")
-        if shutil.which("docker-compose") is None:
-            raise Unavailable("docker-compose is not installed (apt-get install docker-compose)")
+
+def bare_checkout(folder):
+    """A copy of this checkout and a folder holding the bare host's python3: (checkout, bin folder)."""
+    checkout = copy_checkout(folder / "checkout")
+    bin_folder = folder / "bin"
+    bin_folder.mkdir()
+    python3 = bin_folder / "python3"
+    python3.write_text(BARE_PYTHON.format(python=shlex.quote(sys._base_executable)))
+    python3.chmod(python3.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return checkout, bin_folder
+
+
+class Stack:
+    """The lab's stack under the compose project `project`, driven by `compose` (default: the
+    project's choice), from `bare` (a folder for a bare checkout) or from this checkout."""
+
+    def __init__(self, project, compose=None, bare=None):
+        self.compose_command = list(compose or choice.choose())
+        problem = choice.unusable(self.compose_command)
+        if problem:
+            raise Unavailable(f"{shlex.join(self.compose_command)}: {problem}")
         self.site_port, self.amqp_port, self.management_port = free_port(), free_port(), free_port()
         self.user, self.password = "lab-" + secrets.token_hex(3), secrets.token_hex(12)
-        env = {name: value for name, value in os.environ.items() if not name.startswith(("NIGHTJAR_", "COMPOSE_"))}
-        env.update(COMPOSE_PROJECT_NAME=project, NIGHTJAR_SITE_PORT=str(self.site_port),
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith(("NIGHTJAR_", "COMPOSE", "VIRTUAL_ENV"))}
+        env.update(COMPOSE=shlex.join(self.compose_command),
+                   COMPOSE_PROJECT_NAME=project, NIGHTJAR_SITE_PORT=str(self.site_port),
                    NIGHTJAR_AMQP_PORT=str(self.amqp_port), NIGHTJAR_MANAGEMENT_PORT=str(self.management_port),
                    NIGHTJAR_RABBITMQ_USER=self.user, NIGHTJAR_RABBITMQ_PASSWORD=self.password,
                    NIGHTJAR_GRADER_RABBITMQ_PASSWORD=secrets.token_hex(12),
                    NIGHTJAR_SECRET_KEY=secrets.token_hex(16))
         env.update(base_images(env))
+        self.root = ROOT
+        if bare is not None:
+            self.root, bin_folder = bare_checkout(bare)
+            # The bare python3 first, and no virtual environment's bin folder.
+            path = [entry for entry in env["PATH"].split(os.pathsep) if ".venv" not in Path(entry).parts]
+            env["PATH"] = os.pathsep.join([str(bin_folder), *path])
         self.env = env
         self.url = f"http://127.0.0.1:{self.site_port}/"
         self.amqp_url = f"amqp://{self.user}:{self.password}@127.0.0.1:{self.amqp_port}/%2F"
 
     def make(self, *targets, input=None, **settings):
-        return run(["make", "--no-print-directory", *targets], dict(self.env, **settings), input=input)
+        return run(["make", "--no-print-directory", *targets], dict(self.env, **settings), input=input,
+                   cwd=self.root)
 
     def compose(self, *args, input=None):
-        return run(["docker-compose", *args], self.env, input=input)
+        return run([*self.compose_command, *args], self.env, input=input, cwd=self.root)
+
+    def popen(self, *args, **options):
+        """Compose started in the background (e.g. `exec -T workstation ...`)."""
+        return subprocess.Popen([*self.compose_command, *args], cwd=self.root, env=self.env, **options)
 
     def workstation(self, *command, input=None):
         return self.compose("exec", "-T", "workstation", *command, input=input)
@@ -91,5 +146,5 @@ class Stack:
                 "Starting RabbitMQ, the site and the Workstation...\n"
                 f"Nightjar site:       http://127.0.0.1:{self.site_port}/\n"
                 f"RabbitMQ management: http://127.0.0.1:{self.management_port}/ (user {self.user};"
-                " password: NIGHTJAR_RABBITMQ_PASSWORD in .env, default in .env.example)\n"
+                " password: NIGHTJAR_RABBITMQ_PASSWORD in the environment)\n"
                 "Workstation:         make shell\n")

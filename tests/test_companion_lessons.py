@@ -125,7 +125,13 @@ def test_setup_explains_how_to_start(lesson):
     result = run_script(lesson, "setup")
     assert result.returncode == 0
     first_import = lessonkit.to_python(steps_of(lesson)[0].code).splitlines()[0]
-    assert "  python3\n" in result.stdout and f"beginning with {first_import} " in result.stdout
+    short = lesson.name[:len("cl-13-2")]
+    assert result.stdout.splitlines()[1:] == [
+        "Start the lesson in the host's terminal, in the repository:",
+        f"  cd scenarios/{lesson.name} && python3",
+        f"Then type the code of each step, one line at a time, beginning with {first_import} (the guide"
+        f" shows how; transcript.txt has every step). make solve-unit N={short} replays all steps,"
+        f" make check-unit N={short} compares them."]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)

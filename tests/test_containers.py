@@ -1,7 +1,7 @@
 """The container files, proven right without a Docker engine.
 
-compose.yaml is validated against the Compose Specification (and by
-docker-compose 1.29 where it is installed), every Dockerfile passes hadolint,
+compose.yaml is validated against the Compose Specification (and by Compose
+v2 and v1 where they are installed), every Dockerfile passes hadolint,
 and the checker in tests/containerkit.py finds no disagreement between the
 files and the repository. Each check is also fed a deliberately broken copy,
 to prove it can fail.
@@ -21,6 +21,7 @@ from containerfiles import (
     COMPOSE_FILE, ROOT, dockerignore_rules, ignored, load_compose, local_modules, makefile_recipe,
     service_command)
 from containerkit import GRADER, GRADER_BROKER, LEARNER_FOLDER, LIVE_BROKER, SITE, WORKSTATION, container_problems
+from nightjar.compose import V1, V2, version as compose_version
 
 DOCKERFILES = ["nightjar-site/Dockerfile", "ticket-desk/Dockerfile", "grader/Dockerfile"]
 # Linted too: the base images `make base-images` builds from Debian packages.
@@ -56,23 +57,24 @@ def test_the_compose_specification_check_can_fail(tmp_path):
     assert result.returncode != 0 and "healthcheckk" in result.stdout + result.stderr
 
 
-def docker_compose():
-    found = shutil.which("docker-compose")
-    if found is None:
-        pytest.skip("docker-compose is not installed (apt-get install docker-compose; .ci/run installs it)")
-    return found
+def installed(compose):
+    """The Compose command when it answers here (it needs no engine for `config`), else skip."""
+    if compose_version(compose) is None:
+        pytest.skip(f"{' '.join(compose)} is not installed (make test installs both Composes as root)")
+    return list(compose)
 
 
-def test_docker_compose_accepts_the_file():
-    result = subprocess.run([docker_compose(), "-f", str(COMPOSE_FILE), "config", "-q"],
+@pytest.mark.parametrize("compose", [V2, V1], ids=["v2", "v1"])
+def test_both_composes_accept_the_file(compose):
+    result = subprocess.run([*installed(compose), "-f", str(COMPOSE_FILE), "config", "-q"],
                             cwd=ROOT, capture_output=True, text=True, env=compose_env())
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_docker_compose_rejects_a_top_level_name(tmp_path):
+def test_compose_v1_rejects_a_top_level_name(tmp_path):
     broken = tmp_path / "compose.yaml"
     broken.write_text("name: nightjar\n" + COMPOSE_FILE.read_text().replace("context: .", f"context: {ROOT}"))
-    result = subprocess.run([docker_compose(), "-f", str(broken), "config", "-q"],
+    result = subprocess.run([*installed(V1), "-f", str(broken), "config", "-q"],
                             cwd=tmp_path, capture_output=True, text=True, env=compose_env())
     assert result.returncode != 0
 

@@ -136,7 +136,7 @@ Received R-0002 redelivered=False
 Handler returned.
 [Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest)
 [Nightjar] R-0001 Mina Patel: Open ticket 1 (R-0001, Mina Patel)
-Solved. Now: python3 scenarios/unit1-trace-registration/check
+Solved. Now: make check-unit N=1
 """,
     2: f"""\
 Solving Unit 2 · Acknowledge only finished work, step by step, on the live lab
@@ -156,7 +156,7 @@ Paused before-write.
 Received R-0003 redelivered=True
 Handler returned.
 [Nightjar] R-0003 Retry guest: Open ticket 3 (R-0003, Retry guest)
-Solved. Now: python3 scenarios/unit2-ack-after-commit/check
+Solved. Now: make check-unit N=2
 """,
     3: f"""\
 Solving Unit 3 · Repeat database results safely, step by step, on the live lab
@@ -208,7 +208,7 @@ Handler returned.
 No ready registrations
 [Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
 [Nightjar] R-0005 Same name: Open ticket 5 (R-0005, Same name)
-Solved. Now: python3 scenarios/unit3-idempotent-results/check
+Solved. Now: make check-unit N=3
 """,
 }
 

@@ -1,13 +1,18 @@
-"""The lab in real containers: `make up` under a real Docker engine, walked as a learner would.
+"""The lab in real containers: `make up` under a real Docker engine, walked as a learner would,
+under both Composes (v2 `docker compose` and v1 `docker-compose`).
 
-A stack of its own (tests/stackkit.py: compose project nightjar-stack-test,
-free host ports, its own passwords) is started with `make up` and removed with
-its volumes and networks afterwards; the images stay, so the next run builds
-from cache.
+Under the project's own choice of Compose (nightjar/compose.py) the whole
+walk runs; under the other one a shorter walk covers `make up`, a unit, the
+Ctrl+C redelivery, `make grade`, `make down`/`make up` and `make reset`. Both
+run from a bare checkout (tests/stackkit.py): no .venv, and a python3 with
+only its standard library that cannot make one, as on a host with only
+Docker, make and python3. Each stack has a compose project of its own, free
+host ports and its own passwords, and is removed with its volumes and
+networks afterwards; the images stay, so the next run builds from cache.
 
 Marked `containers` (`pytest -m "not containers"` leaves it out). Skipped when
-no Docker engine answers, unless NIGHTJAR_CONTAINER_TESTS=required (CI), which
-makes that a failure.
+no Docker engine answers or a Compose is missing, unless
+NIGHTJAR_CONTAINER_TESTS=required (CI), which makes that a failure.
 """
 
 import os
@@ -19,6 +24,7 @@ import time
 import pika
 import pytest
 
+from nightjar import compose as choice
 from sitekit import FormClient, answers
 from stackkit import ROOT, Stack, Unavailable, run
 
@@ -27,11 +33,17 @@ from units.table import UNITS  # noqa: E402  (the units' success lines)
 
 pytestmark = pytest.mark.containers
 
-PROJECT = "nightjar-stack-test"
 LEARNER_FOLDER = "/home/labex/project/ticket-desk"
 UNIT2_HANDLER = (ROOT / "scenarios/unit2-ack-after-commit/solution/handler.py").read_text()
 UNIT3_HANDLER = (ROOT / "scenarios/unit3-idempotent-results/solution/handler.py").read_text()
 STARTING_HANDLER = (ROOT / "ticket-desk/handler.py").read_text()
+GRADER_BROKER_STARTS = "Starting the grader's own RabbitMQ (it keeps running for the next gradings)...\n"
+
+
+def composes():
+    """{"chosen": the project's choice of Compose, "other": the other one (v1 or v2)}."""
+    chosen = choice.choose()
+    return {"chosen": chosen, "other": list(choice.V1 if chosen == list(choice.V2) else choice.V2)}
 
 
 class LabStack(Stack):
@@ -41,14 +53,17 @@ class LabStack(Stack):
         assert answers(self.url)
 
 
-@pytest.fixture(scope="module")
-def stack():
+@pytest.fixture(scope="module", params=["chosen", "other"])
+def stack(request, tmp_path_factory):
+    """The lab in containers under one Compose, run from a bare checkout; `full`: the whole walk."""
     try:
-        lab = LabStack(PROJECT)
+        lab = LabStack(f"nightjar-stack-test-{request.param}", compose=composes()[request.param],
+                       bare=tmp_path_factory.mktemp(f"bare-{request.param}"))
     except Unavailable as reason:
         if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
             pytest.fail(f"{reason} (NIGHTJAR_CONTAINER_TESTS=required)")
         pytest.skip(str(reason))
+    lab.full = request.param == "chosen"
     lab.remove()  # what an interrupted earlier run may have left
     try:
         lab.up()
@@ -69,6 +84,13 @@ def read_until(process, text, timeout=60):
     return seen.decode()
 
 
+def prints_nothing_for(process, seconds):
+    """True when the process is still running after `seconds` and printed nothing more."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        return not selector.select(timeout=seconds) and process.poll() is None
+
+
 # Every row of a lab database, printed in the Workstation container (a new file is created as every program does).
 ROWS = ("import sys\n"
         "from nightjar import db\n"
@@ -86,6 +108,15 @@ def rows(stack, path="/data/nightjar.db"):
 
 def check_lines(output):
     return [line for line in output.splitlines() if line.startswith(("PASS ", "FAIL "))]
+
+
+def container_of(stack, service):
+    return stack.compose("--profile", "grader", "ps", "-q", service).stdout.strip()
+
+
+def state(stack, service, what="{{.State.Status}}"):
+    container = container_of(stack, service)
+    return run(["docker", "inspect", "-f", what, container], stack.env).stdout.strip() if container else "missing"
 
 
 # --------------------------------------------------------------------------
@@ -123,40 +154,30 @@ def test_the_grader_reaches_its_own_broker_but_not_the_live_one(stack):
              "        socket.create_connection((host, 5672), timeout=3).close(); print(host, 'reachable')\n"
              "    except OSError:\n"
              "        print(host, 'unreachable')\n")
-    # `run` would build the grader's image on first use and print the build: build it first.
-    built = stack.compose("--profile", "grader", "build", "grader")
-    assert built.returncode == 0, built.stdout + built.stderr
+    # As `make grade` leaves it: the grader's broker running, healthy, on the grading network.
     started = stack.compose("--profile", "grader", "up", "-d", "grader-broker")
     assert started.returncode == 0, started.stdout + started.stderr
-    try:
-        broker = stack.compose("--profile", "grader", "ps", "-q", "grader-broker").stdout.strip()
-        deadline = time.monotonic() + 120
-        while run(["docker", "inspect", "-f", "{{.State.Health.Status}}", broker], stack.env).stdout.strip() != "healthy":
-            assert time.monotonic() < deadline, "grader-broker never became healthy"
-            time.sleep(1)
-        result = stack.compose("--profile", "grader", "run", "--rm", "--no-deps", "grader", "python3", "-c", probe)
-    finally:
-        stack.compose("--profile", "grader", "rm", "--stop", "--force", "grader-broker")
+    deadline = time.monotonic() + 120
+    while state(stack, "grader-broker", "{{.State.Health.Status}}") != "healthy":
+        assert time.monotonic() < deadline, "grader-broker never became healthy"
+        time.sleep(1)
+    result = stack.compose("--profile", "grader", "run", "--rm", "--no-deps", "-T", "grader", "python3", "-c", probe)
     assert result.stdout == "grader-broker reachable\nrabbitmq unreachable\n", result
 
 
 # --------------------------------------------------------------------------
 # The learner's walk
 
-def test_a_learner_walks_the_lab_in_containers(stack):
-    # A registration through the site's form, then the learner's ack-after-commit handler.
-    registration_id = FormClient(stack.url).register("Container guest")
-    written = stack.workstation("sh", "-c", "cat > handler.py", input=UNIT2_HANDLER)
-    assert written.returncode == 0, written.stderr
-
-    # The worker stopped at before-write by a real SIGINT: RabbitMQ delivers it again.
-    worker = subprocess.Popen(
-        ["docker-compose", "exec", "-T", "workstation", "sh", "-c", "echo $$; exec python3 worker.py --pause before-write"],
-        cwd=ROOT, env=stack.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def ctrl_c_at_a_pause_redelivers(stack, registration_id):
+    """The worker paused through `exec -T` by a script whose input has ended, then a real SIGINT."""
+    worker = stack.popen("exec", "-T", "workstation", "sh", "-c",
+                         "echo $$; exec python3 worker.py --pause before-write",
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         shown = read_until(worker, "Paused before-write.")
         pid, *lines = shown.splitlines()
         assert lines == [f"Received {registration_id} redelivered=False", "Paused before-write."]
+        assert prints_nothing_for(worker, 2), "the end of input ended the pause"
         interrupted = stack.workstation("sh", "-c", f"kill -INT {int(pid)}")
         assert interrupted.returncode == 0, interrupted.stderr
         assert worker.wait(timeout=30) == 130
@@ -168,40 +189,97 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     status, page = FormClient(stack.url).get(f"registrations/{registration_id}")
     assert status == 200 and "Open ticket" in page and "Your ticket is being prepared" not in page
 
-    # Units 2 and 3, set up, checked and solved on the container lab.
-    for n in (2, 3):
-        setup = stack.make("unit", f"N={n}")
-        assert setup.returncode == 0 and setup.stdout.endswith(f" Workstation: cd {LEARNER_FOLDER}\n"), setup
-        unfinished = stack.make("check-unit", f"N={n}")
-        assert unfinished.returncode == 0 and unfinished.stdout.endswith(
-            f"Unit {n} is not done yet. The guide: scenarios/{UNITS[n].folder}/README.md\n"), unfinished
-        if n == 2:  # the learner's language goes into the container too
-            in_japanese = stack.make("check-unit", f"N={n}", NIGHTJAR_LANG="ja")
-            assert in_japanese.stdout.endswith(f"/{UNITS[n].folder}/README.ja.md\n"), in_japanese
-        solved = stack.make("solve-unit", f"N={n}")
-        assert solved.returncode == 0, solved.stdout + solved.stderr
-        done = stack.make("check-unit", f"N={n}")
-        assert (done.returncode, done.stdout) == (0, UNITS[n].done + "\n"), done
-    handler = stack.workstation("cat", "handler.py")
-    assert handler.stdout == UNIT3_HANDLER
 
-    # make grade grades in containers, and agrees with the local grader on the same handler.
+def walk_unit(stack, n):
+    """make unit, check-unit (not done), solve-unit, check-unit (done): every next step names make."""
+    setup = stack.make("unit", f"N={n}")
+    assert setup.returncode == 0 and setup.stdout.endswith(" Workstation: make shell\n"), setup
+    unfinished = stack.make("check-unit", f"N={n}")
+    assert unfinished.returncode == 0 and unfinished.stdout.endswith(
+        f"Unit {n} is not done yet. The guide: scenarios/{UNITS[n].folder}/README.md\n"), unfinished
+    if stack.full and n == 2:  # the learner's language goes into the container too
+        in_japanese = stack.make("check-unit", f"N={n}", NIGHTJAR_LANG="ja")
+        assert in_japanese.stdout.endswith(f"/{UNITS[n].folder}/README.ja.md\n"), in_japanese
+    if stack.full and n == 2:  # the unit's own script, run on the host: one line naming make
+        refused = run(["python3", f"scenarios/{UNITS[n].folder}/check"], stack.env, cwd=stack.root)
+        assert (refused.returncode, refused.stdout, refused.stderr) == (2, (
+            "The lab runs in containers (make up), and this would act on the local lab:"
+            f" run make check-unit N={n} in the repository instead.\n"), ""), refused
+    solved = stack.make("solve-unit", f"N={n}")
+    assert solved.returncode == 0 and solved.stdout.endswith(f"\nSolved. Now: make check-unit N={n}\n"), solved
+    done = stack.make("check-unit", f"N={n}")
+    assert (done.returncode, done.stdout) == (0, UNITS[n].done + "\n"), done
+
+
+def grade(stack):
+    """make grade: every check passed; one line first when it starts the grader's broker
+    (cold), none when that runs already (warm). (The verdict, whether it was cold.)"""
+    cold = state(stack, "grader-broker") != "running"
     graded = stack.make("grade")
-    assert graded.returncode == 0, graded.stdout + graded.stderr
-    assert check_lines(graded.stdout) and all(line.startswith("PASS ") for line in check_lines(graded.stdout)), graded.stdout
-    solution = ROOT / "scenarios/unit3-idempotent-results/solution/handler.py"
-    local = run([sys.executable, "-m", "grader", "--handler", str(solution), "--skip-live"], dict(os.environ))
-    assert local.returncode == 0, local.stdout + local.stderr
-    assert [line for line in check_lines(graded.stdout) if "Live results" not in line] == check_lines(local.stdout)
+    assert (graded.returncode, graded.stderr) == (0, ""), graded
+    lines = check_lines(graded.stdout)
+    assert lines and all(line.startswith("PASS ") for line in lines), graded.stdout
+    # The verdict, not the image's build nor Compose's own lines.
+    first = (GRADER_BROKER_STARTS if cold else "") + f"Grading {LEARNER_FOLDER}/handler.py\n"
+    assert graded.stdout.startswith(first), graded.stdout
+    assert state(stack, "grader-broker") == "running"  # kept for the next grading
+    return graded.stdout, cold
+
+
+def make_shell(stack):
+    """`make shell` on a terminal of its own, typing pwd and exit; what the terminal showed."""
+    shell = run(["script", "-qec", "make --no-print-directory shell", "/dev/null"], stack.env,
+                input="pwd\nexit\n", cwd=stack.root, timeout=180)
+    assert shell.returncode == 0, shell
+    return shell
+
+
+def test_a_learner_walks_the_lab_in_containers(stack):
+    # A registration through the site's form, then the learner's ack-after-commit handler.
+    registration_id = FormClient(stack.url).register("Container guest")
+    written = stack.workstation("sh", "-c", "cat > handler.py", input=UNIT2_HANDLER)
+    assert written.returncode == 0, written.stderr
+    ctrl_c_at_a_pause_redelivers(stack, registration_id)
+
+    # make shell: a shell in the learner's folder (on a terminal of its own).
+    assert f"\n{LEARNER_FOLDER}\n" in make_shell(stack).stdout  # pwd's line
+
+    # The units on the container lab, listed, set up, checked and solved (the short walk:
+    # unit 2, then unit 3's handler typed in).
+    listed = stack.make("units")
+    here = run([sys.executable, "scenarios/labunits.py", "list"], dict(os.environ))
+    assert (listed.returncode, listed.stdout) == (0, here.stdout) and here.returncode == 0, listed
+    for n in (2, 3) if stack.full else (2,):
+        walk_unit(stack, n)
+    if not stack.full:
+        written = stack.workstation("sh", "-c", "cat > handler.py", input=UNIT3_HANDLER)
+        assert written.returncode == 0, written.stderr
+    assert stack.workstation("cat", "handler.py").stdout == UNIT3_HANDLER
+
+    # make grade grades in containers.
+    graded, _cold = grade(stack)
+    if stack.full:  # and agrees with the local grader on the same handler
+        solution = ROOT / "scenarios/unit3-idempotent-results/solution/handler.py"
+        local = run([sys.executable, "-m", "grader", "--handler", str(solution), "--skip-live"], dict(os.environ))
+        assert local.returncode == 0, local.stdout + local.stderr
+        assert [line for line in check_lines(graded) if "Live results" not in line] == check_lines(local.stdout)
 
     # make down and make up keep the learner's handler.py and the registrations.
     before = rows(stack)
     down = stack.make("down")
     assert down.returncode == 0, down.stderr
-    assert not answers(stack.url)
+    assert not answers(stack.url) and stack.containers() == []
+    if stack.full:  # make shell after make down starts what the Workstation needs
+        shell = make_shell(stack).stdout
+        # (after the terminal's echo of what was typed ahead)
+        assert "\nStarting RabbitMQ and the Workstation (make up starts the whole lab)...\n" in shell, shell
+        assert f"\n{LEARNER_FOLDER}\n" in shell and not answers(stack.url)
     stack.up()
     assert rows(stack) == before
     assert stack.workstation("cat", "handler.py").stdout == UNIT3_HANDLER
+
+    # make down stopped the grader's broker too: the first grading after it starts it again.
+    assert grade(stack)[1], "make grade found the grader's broker running after make down"
 
     # make reset, answered y: the starting handler.py and an empty lab.
     reset = stack.make("reset", input="y\n")
@@ -213,3 +291,10 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     depths = stack.workstation("python3", "-c", "from nightjar import broker, config;"
                                " print(broker.queue_depths(config.Settings.from_env()))")
     assert (depths.returncode, depths.stdout) == (0, "(0, 0)\n"), depths  # (ready, dead-lettered)
+
+
+def test_the_host_needed_no_virtual_environment(stack):
+    """Everything above ran make in a checkout without .venv, with a python3 unable to make one."""
+    assert (stack.root / "Makefile").is_file() and not (stack.root / ".venv").exists()
+    refused = run(["python3", "-m", "venv", str(stack.root / ".venv")], stack.env, cwd=stack.root)
+    assert refused.returncode != 0 and not (stack.root / ".venv").exists()

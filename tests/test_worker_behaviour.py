@@ -4,6 +4,8 @@ import json
 import textwrap
 import time
 
+import pytest
+
 from labkit import ticket_rows
 
 UNREACHABLE = "amqp://guest:guest@127.0.0.1:1/%2F"
@@ -27,6 +29,27 @@ def test_pause_longer_than_the_heartbeat_still_acks(lab):
     assert lab.depth() == (0, 0)
     assert lab.run("worker.py").stdout == "No ready registrations\n"
     assert ticket_rows(lab.tickets(registration_id)) == [(2, registration_id, "Patient guest")]
+
+
+@pytest.mark.parametrize("input_ends", ["before the pause", "at the pause"])
+def test_the_end_of_input_is_not_enter_a_pause_waits_for_ctrl_c(lab, input_ends):
+    # A worker run by a script (or by `docker compose exec -T`, which passes the
+    # script's input on): its input ends, and the pause still waits for a person.
+    lab.use_handler("unit2")
+    registration_id = lab.register("Scripted guest")
+    worker = lab.start("worker.py", "--pause", "before-write")
+    if input_ends == "before the pause":
+        worker.process.stdin.close()
+    worker.wait_for("Paused before-write.")
+    if input_ends == "at the pause":
+        worker.process.stdin.close()
+    time.sleep(1.5)
+    assert worker.process.poll() is None  # still paused
+    assert worker.interrupt() == 130
+    assert worker.lines == [f"Received {registration_id} redelivered=False", "Paused before-write."]
+    assert worker.stderr == ""
+    assert ticket_rows(lab.tickets(registration_id)) == []
+    assert lab.depth() == (1, 0)  # RabbitMQ has the delivery back
 
 
 def test_malformed_messages_are_set_aside_and_the_worker_goes_on(lab):

@@ -21,7 +21,9 @@ def run_in_terminal(lab, *args, wait_for, keys):
 
     The terminal is the worker's controlling terminal, so typing Ctrl+C makes
     the terminal itself send SIGINT and echo ^C, exactly as for the learner.
+    `keys` may be a list: each is typed a second after the one before.
     """
+    keys = [keys] if isinstance(keys, bytes) else list(keys)
     controller, terminal = pty.openpty()
 
     def take_terminal():  # in the child, after setsid()
@@ -33,13 +35,15 @@ def run_in_terminal(lab, *args, wait_for, keys):
         start_new_session=True, preexec_fn=take_terminal)
     os.close(terminal)
     screen = b""
-    typed = False
+    next_key = None  # when to type the next key, once wait_for shows
     deadline = time.monotonic() + 20
     try:
         while time.monotonic() < deadline:
-            if not typed and wait_for in screen:
-                os.write(controller, keys)
-                typed = True
+            if next_key is None and wait_for in screen:
+                next_key = time.monotonic()
+            if keys and next_key is not None and time.monotonic() >= next_key:
+                os.write(controller, keys.pop(0))
+                next_key = time.monotonic() + 1
             if select.select([controller], [], [], 0.1)[0]:
                 try:
                     chunk = os.read(controller, 4096)
@@ -67,6 +71,18 @@ def test_ctrl_c_at_a_pause_leaves_the_prompt_on_a_fresh_line(lab):
                       "Paused before-write.\r\n"
                       "^C\r\n").encode()
     assert lab.depth() == (1, 0)  # the unacknowledged delivery is back in the queue
+
+
+def test_ctrl_d_at_a_pause_is_not_enter(lab):
+    lab.use_handler("unit2")
+    registration_id = lab.register("Calm guest")
+    screen, status = run_in_terminal(lab, "--pause", "before-write",
+                                     wait_for=b"Paused before-write.\r\n", keys=[b"\x04", b"\x03"])
+    assert status == 130  # still paused after Ctrl+D: Ctrl+C stopped it
+    assert screen == (f"Received {registration_id} redelivered=False\r\n"
+                      "Paused before-write.\r\n"
+                      "^C\r\n").encode()
+    assert lab.depth() == (1, 0)
 
 
 @pytest.mark.parametrize("source, kind, line", [

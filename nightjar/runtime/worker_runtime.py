@@ -32,7 +32,9 @@ def parse_options(argv):
     parser.add_argument(
         "--pause", metavar="POINT", choices=PAUSE_POINTS,
         help="stop at checkpoint POINT and wait: Enter continues, Ctrl+C stops the worker"
-        f" (one of: {', '.join(PAUSE_POINTS)})",
+        f" (one of: {', '.join(PAUSE_POINTS)}). A pause waits for a person: a line of input"
+        " is Enter, but the end of input is not, so a worker whose input has ended (run by a"
+        " script, or by `docker compose exec -T`) stays paused until Ctrl+C (SIGINT)",
     )
     parser.add_argument("--drain", action="store_true",
                         help="repeat until no registration is ready")
@@ -162,17 +164,22 @@ class Pause:
 
         A plain input() would block heartbeats, and RabbitMQ would drop the
         connection during a long pause; here we poll stdin and let pika
-        answer heartbeats in between.
+        answer heartbeats in between. A pause waits for a person: the end of
+        input (a script's, or `docker compose exec -T`'s) is not Enter, so
+        only Ctrl+C ends the pause then.
         """
         self.reached = True
         events.record("paused", point=name)  # before the line the grader acts on
         print(f"Paused {name}.", flush=True)
+        watched = [sys.stdin] if sys.stdin else []
         while True:
             self._connection.process_data_events(time_limit=0)
-            ready, _, _ = select.select([sys.stdin], [], [], 0.2)
+            ready, _, _ = select.select(watched, [], [], 0.2)
             if ready:
-                sys.stdin.readline()  # Enter, or end of input: carry on
-                return
+                if sys.stdin.readline():
+                    return  # Enter: carry on
+                if not sys.stdin.isatty():
+                    watched = []  # the end of input; a terminal's Ctrl+D is not Enter either
 
 
 class TrackedChannel:

@@ -19,7 +19,7 @@ def live_problems(unit, settings):
     """Lines for what the live database and queue still lack."""
     path = Path(settings.db_path)
     if not path.is_file():
-        return [f"missing: the live database at {path} (./setup creates it)"]
+        return [f"missing: the live database at {path} (make unit N={unit.number} creates it)"]
     rows = database.read_without_writing(path, registrations.all_registrations)
     lines = []
     first = next((r for r in rows if r.id == "R-0001"), None)
@@ -60,7 +60,7 @@ def check(unit):
         handler = workstation_folder() / "handler.py"
         if not handler.is_file():
             lines.append(f"missing: handler.py in the Workstation folder {handler.parent}"
-                         " (./setup puts one there)")
+                         f" (make unit N={unit.number} puts one there)")
         else:
             lines += try_handler(TRIALS[unit.number], handler, settings)
     lines += live_problems(unit, settings)

@@ -1,5 +1,6 @@
 """./setup: bring the live lab to a unit's start (Workstation folder, database, queue), then show its guide."""
 
+import os
 import shlex
 import shutil
 
@@ -78,7 +79,10 @@ def ready(folder, lang, workstation_folder=None):
     say()
     guidetext.show(folder, lang)
     say()
-    where = f" Workstation: cd {shlex.quote(str(workstation_folder))}" if workstation_folder else ""
+    where = ""
+    if workstation_folder:  # in containers, compose.yaml tells how the learner opens it: make shell
+        opened = os.environ.get("NIGHTJAR_OPEN_WORKSTATION") or f"cd {shlex.quote(str(workstation_folder))}"
+        where = f" Workstation: {opened}"
     say(f"Ready: the guide above is {guide(folder, lang)}.{where}")
 
 

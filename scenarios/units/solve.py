@@ -8,18 +8,18 @@ from nightjar.harness import interruptions, processes
 from nightjar.harness.lab import wait_until
 
 from .backups import backup
-from .common import BACKUPS, ROOT, UNIT2_HANDLER, UNIT3_HANDLER, Stop, say
+from .common import BACKUPS, UNIT2_HANDLER, UNIT3_HANDLER, Stop, say
 
 
 class Desk:
     """The learner's two windows: the Nightjar site (its code path) and the Workstation terminal."""
 
-    def __init__(self):
+    def __init__(self, unit):
         self.settings = Settings.from_env()
         self.folder = workstation_folder()
         self.env = processes.program_env(self.settings)
         if not (self.folder / "worker.py").is_file():
-            raise Stop(f"no Workstation folder at {self.folder}: run ./setup first")
+            raise Stop(f"no Workstation folder at {self.folder}: run make unit N={unit.number} first")
 
     def _db(self):
         return database.connect(self.settings.db_path)
@@ -172,6 +172,6 @@ SOLVERS = {1: solve_unit1, 2: solve_unit2, 3: solve_unit3}
 
 def solve(unit):
     say(f"Solving {unit.title}, step by step, on the live lab")
-    SOLVERS[unit.number](Desk())
-    say(f"Solved. Now: python3 {(unit.path / 'check').relative_to(ROOT)}")
+    SOLVERS[unit.number](Desk(unit))
+    say(f"Solved. Now: make check-unit N={unit.number}")
     return 0
