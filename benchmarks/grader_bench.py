@@ -41,7 +41,7 @@ def main():
             options = cli.parse_options(["--handler", args.handler, "--skip-live"])
             timings = cli.Timings()
             start = time.monotonic()
-            results, error = cli.grade(options, timings,
+            results, error, _ = cli.grade(options, timings,
                                        sandbox_route="linux" if route == "sandboxed" else None)
             total = time.monotonic() - start
             if error:

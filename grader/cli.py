@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 from nightjar import broker
-from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, redact_url,
+from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, local_var_folder, redact_url,
                              workstation_folder)
 
-from nightjar.harness import processes, sandbox as sandboxing
+from nightjar.harness import gradingnode, processes, sandbox as sandboxing
 from nightjar.harness.rabbitadmin import default_management_url
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 
@@ -161,11 +161,12 @@ class Timings:
 
 
 def grade(options, timings=None, sandbox_route=None):
-    """(results, error): error is a sentence when grading could not happen at all."""
+    """(results, error, broker): error is a sentence when grading could not happen at all;
+    broker says in words which broker graded."""
     timings = timings or Timings()
     handler = options.handler or default_handler()
     if not Path(handler).is_file():
-        return [], f"no handler.py at {handler}"
+        return [], f"no handler.py at {handler}", ""
     live_settings = None
     if not options.skip_live:
         live_settings = Settings.from_env()
@@ -177,15 +178,19 @@ def grade(options, timings=None, sandbox_route=None):
     try:
         with timings.measure("broker_start"):
             if options.amqp_url:
-                url = options.amqp_url
+                url, where = options.amqp_url, f"grading broker {redact_url(options.amqp_url)}"
                 management_url = options.management_url or default_management_url(url)
                 try:
                     broker.connect(Settings(url, "", "")).close()
                 except broker.BrokerUnavailable as error:
                     reason = str(error).split(" Start the lab")[0]
-                    return [], f"cannot reach the grading broker given with --amqp-url. {reason}"
+                    return [], f"cannot reach the grading broker given with --amqp-url. {reason}", ""
+            elif kept := gradingnode.find(local_var_folder()):
+                # make local's grading node: warm, apart from the live broker
+                (url, management_url), where = kept, "the grading node make local keeps"
             else:
                 node = PrivateNode(base=scratch, remove_if_orphaned=scratch).start()
+                where = "a private RabbitMQ node"
         # While the node boots: the live results.
         live_results = []
         if live_settings is not None:
@@ -204,11 +209,11 @@ def grade(options, timings=None, sandbox_route=None):
             results = runner.grade_handler(handler, url, scratch / "grading",
                                            timeout=options.timeout, delete_queues=node is None,
                                            sandbox=sandbox)
-        return results + live_results, None
+        return results + live_results, None, where
     except NodeError as error:
-        return [], f"could not start a private RabbitMQ node for grading: {error}"
+        return [], f"could not start a private RabbitMQ node for grading: {error}", ""
     except sandboxing.Unavailable as error:
-        return [], f"{error}; {TRUSTED_NOTE}"
+        return [], f"{error}; {TRUSTED_NOTE}", ""
     finally:
         processes.kill_all()
         if sandbox is not None:
@@ -250,7 +255,7 @@ def main(argv=None):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     handler = Path(options.handler or default_handler())
     started = time.monotonic()
-    route, error, results = None, None, []
+    route, error, results, where = None, None, [], ""
     try:
         route = choose_sandbox(options)
         if route == "linux":
@@ -269,7 +274,7 @@ def main(argv=None):
             from . import batch  # only a class run needs it
             return batch.main(options, route)
         if error is None:
-            results, error = grade(options, sandbox_route=route)
+            results, error, where = grade(options, sandbox_route=route)
     except KeyboardInterrupt:
         print("Grading interrupted; the private broker and the workers were stopped.",
               file=sys.stderr)
@@ -286,11 +291,9 @@ def main(argv=None):
         print(json.dumps({"passed": passed, "checks": [r.as_dict() for r in results]},
                          ensure_ascii=False))
     else:
-        broker_note = (f"grading broker {redact_url(options.amqp_url)}" if options.amqp_url
-                       else "a private RabbitMQ node")
         live_note = "live results skipped" if options.skip_live else "live results read-only"
-        where = "handler.py sandboxed" if route else "handler.py not sandboxed"
-        print(report(results, handler, f"{broker_note}, throwaway databases, {where};"
+        isolation = "handler.py sandboxed" if route else "handler.py not sandboxed"
+        print(report(results, handler, f"{where}, throwaway databases, {isolation};"
                                        f" {live_note}"))
     return 0 if passed else 1
 

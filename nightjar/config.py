@@ -22,6 +22,12 @@ def workstation_folder(environ=None):
     return Path(env.get(WORKSTATION_ENV) or REPO_ROOT / "workstation" / "ticket-desk").resolve()
 
 
+def local_var_folder(environ=None):
+    """Where `make local` keeps its state (pid files, local.env, the grading node): NIGHTJAR_LOCAL_VAR, else var/."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("NIGHTJAR_LOCAL_VAR") or REPO_ROOT / "var").resolve()
+
+
 def default_db_path():
     data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return str(Path(data_home) / "nightjar" / "nightjar.db")

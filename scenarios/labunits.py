@@ -72,6 +72,7 @@ except ImportError:
     sys.exit(f"{sys.executable} has no pika: use the lab's Python (make unit N=..., or"
              f" source {ROOT / '.venv' / 'bin' / 'activate'} first; make venv creates it).")
 from nightjar import broker  # noqa: E402
+from nightjar.config import local_var_folder  # noqa: E402
 import guidetext  # noqa: E402  (scenarios/guidetext.py: the guide, in the learner's language)
 from units.check import COULD_NOT, NOT_DONE, check  # noqa: E402
 from units.setup import ready, setup  # noqa: E402
@@ -80,7 +81,7 @@ from units.solve import solve  # noqa: E402
 
 def load_local_env():
     """Fill NIGHTJAR_* that are not set from what `make local` saved (var/local.env)."""
-    env_file = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var") / "local.env"
+    env_file = local_var_folder() / "local.env"
     try:
         text = env_file.read_text()
     except OSError:

@@ -6,7 +6,11 @@ start: find a RabbitMQ (NIGHTJAR_AMQP_URL if it answers, otherwise a private
        database, start the site in the background, copy ticket-desk/ to the
        learner's Workstation folder (never over an existing one), wait until
        the site answers and say what to do next.
-stop:  stop, by pid, what start started: the site, and the private node.
+       It also starts, in the background, a second node kept for grading
+       (nightjar/harness/gradingnode.py): make grade then grades in seconds,
+       on a broker apart from the live one.
+stop:  stop, by pid, what start started: the site, the grading node and the
+       private node.
 
 Same programs and code paths as the containers; only the addresses differ.
 Where things live (overridable, e.g. for the tests):
@@ -29,12 +33,13 @@ import sys
 import time
 from pathlib import Path
 
-from nightjar.config import workstation_folder
+from nightjar.config import local_var_folder, workstation_folder
+from nightjar.harness import gradingnode
 from nightjar.harness.rabbitnode import find_tool, free_port, node_environment
 from nightjar.harness.siteprobe import site_answers
 
 ROOT = Path(__file__).resolve().parents[1]
-VAR = Path(os.environ.get("NIGHTJAR_LOCAL_VAR") or ROOT / "var").resolve()
+VAR = local_var_folder()
 WORKSTATION = workstation_folder()
 STATE = VAR / "local.json"
 SITE_PID = VAR / "site.pid"
@@ -334,6 +339,11 @@ def start():
     say(f"Database: {settings.db_path}")
 
     start_site(settings, state)
+    if gradingnode.running(VAR):
+        say("Grading node: already running (make grade grades on it)")
+    elif gradingnode.start(VAR) is not None:
+        say("Grading node: starting in the background (make grade grades on it, apart from the"
+            " live broker)")
     workstation = prepare_workstation()
     say(f"Workstation: {WORKSTATION} ({workstation})")
     changed = write_env_file(settings)
@@ -356,7 +366,8 @@ def start():
         for name, value in changed.items():
             say(f"  {name}={redact_url(value) if name == 'NIGHTJAR_AMQP_URL' else value}")
     say()
-    say("make stop stops the site" + (" and the private RabbitMQ node." if state.get("broker") else "."))
+    say("make stop stops the site, the grading node and the private RabbitMQ node."
+        if state.get("broker") else "make stop stops the site and the grading node.")
     return 0
 
 
@@ -371,6 +382,8 @@ def stop():
     else:
         say("The site was not started by make local.")
     SITE_PID.unlink(missing_ok=True)
+    if gradingnode.stop(VAR):
+        say("Stopped the grading node.")
     if state.get("broker"):
         stop_private_node(state["broker"])
     STATE.unlink(missing_ok=True)

@@ -19,7 +19,8 @@ from labkit import HANDLERS, ROOT, processes_mentioning as _processes_mentioning
 
 
 def test_end_to_end_with_its_own_broker(tmp_path):
-    env = dict(os.environ, TMPDIR=str(tmp_path))
+    # (Not the grading node of a make local running in this checkout.)
+    env = dict(os.environ, TMPDIR=str(tmp_path), NIGHTJAR_LOCAL_VAR=str(tmp_path / "var"))
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "grader", "--handler", str(HANDLERS["unit3"]), "--skip-live"],
@@ -45,7 +46,8 @@ def grading_an_endless_loop(tmp_path, **output):
     """The grader on a handler that never returns, once its workers spin (so its node is up too)."""
     grader = subprocess.Popen(
         [sys.executable, "-m", "grader", "--handler", str(WRONG / "endless_loop.py"),
-         "--skip-live"], cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp_path)), text=True,
+         "--skip-live"], cwd=ROOT, text=True,
+        env=dict(os.environ, TMPDIR=str(tmp_path), NIGHTJAR_LOCAL_VAR=str(tmp_path / "var")),
         start_new_session=True, **output)
     deadline = time.monotonic() + 90
     while not workers_of(grader):

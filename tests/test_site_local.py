@@ -1,13 +1,16 @@
 """make local / make stop (scripts/local.py), isolated: own var/, Workstation folder, database, port."""
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from labkit import HANDLERS
 from sitekit import ROOT, answers, free_port, node_port
 
 SCRIPT = ROOT / "scripts" / "local.py"
@@ -80,16 +83,29 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
                          env={k: v for k, v in os.environ.items() if not k.startswith("NIGHTJAR_")})
     assert ran.stdout == "Registered R-0002 and queued it.\nReceived R-0002 redelivered=False\nHandler returned.\n"
 
+    # make grade grades on the node make local keeps, not on the live broker.
+    graded = subprocess.run(
+        [sys.executable, "-m", "grader", "--handler", str(HANDLERS["unit3"]), "--skip-live"],
+        cwd=ROOT, env=dict(lab.env, NIGHTJAR_LOCAL_VAR=str(lab.tmp / "var")), capture_output=True,
+        text=True, timeout=120)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert graded.stdout.splitlines()[1].startswith("(the grading node make local keeps, ")
+    grading_node = json.loads((lab.tmp / "var" / "grading-node.json").read_text())
+    assert urlsplit(grading_node["url"]).port != urlsplit(lab.amqp_url).port
+
     (workstation / "handler.py").write_text("# my edits\n")
     again = local(lab, "start")
     assert again.returncode == 0
     assert f"The site is already running (pid {pid}).\n" in again.stdout
+    assert "Grading node: already running (make grade grades on it)\n" in again.stdout
     assert "(kept as it is, with your edits)" in again.stdout
 
     stopped = local(lab, "stop")
-    assert stopped.stdout == f"Stopped the site (pid {pid}).\n"
+    assert stopped.stdout == f"Stopped the site (pid {pid}).\nStopped the grading node.\n"
     assert not answers(url)
     assert not alive(pid)
+    assert not (lab.tmp / "var" / "grading-node.json").exists()
+    assert not (lab.tmp / "var" / "grading-node").exists()
     assert (workstation / "handler.py").read_text() == "# my edits\n"
 
     restarted = local(lab, "start")
