@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""Grade the project's handlers as a class: one batch run against one grader run per handler.
+"""Grade the project's handlers as a class: in the sandbox against --trusted, and against one run per handler.
 
-    .venv/bin/python benchmarks/batch_bench.py [--jobs N] [--timeout SECONDS]
+    .venv/bin/python benchmarks/batch_bench.py [--jobs N] [--timeout SECONDS] [--runs N] [--one-by-one]
 
 The class: the starting handler, the unit 2 and unit 3 solutions and every
 wrong handler in tests/handlers/, each in a submission folder of its own.
-One by one is what grading a class cost before: `python3 -m grader --handler
-PATH --skip-live --json` per handler, each starting its own RabbitMQ node.
 The batch is `python3 -m grader --handlers DIR --json`: one node, --jobs at a
-time. Prints both wall times, submissions per minute, the speed-up (goal: at
-least 3x) and whether both ways gave the same verdicts.
+time. Each run grades the class twice, sandboxed (as root) and --trusted,
+one after the other; printed: wall times, submissions per minute, the
+sandbox's cost per submission (goal: within 15 %) and whether the verdicts
+agree. --one-by-one also grades each handler with a grader run of its own,
+each starting its own RabbitMQ node (what a class cost before batches).
 """
 
 import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,35 +53,49 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--timeout", default="10", help="the grader's --timeout (default 10)")
+    parser.add_argument("--runs", type=int, default=1, help="sandboxed/trusted pairs (default 1)")
+    parser.add_argument("--one-by-one", action="store_true")
     args = parser.parse_args()
     handlers = the_class()
     folder = Path(tempfile.mkdtemp(prefix="nightjar-batch-bench-"))
+    times = {"sandboxed": [], "trusted": []}
+    reports = {}
     try:
         for name, handler in handlers.items():
             (folder / name).mkdir()
             shutil.copyfile(handler, folder / name / "handler.py")
-
-        start = time.monotonic()
-        single = {name: grader("--handler", str(handler), "--skip-live", "--timeout", args.timeout)
-                  for name, handler in handlers.items()}
-        one_by_one = time.monotonic() - start
-
-        start = time.monotonic()
-        batch = grader("--handlers", str(folder), "--jobs", str(args.jobs),
-                       "--timeout", args.timeout)
-        batched = time.monotonic() - start
+        for _ in range(args.runs):
+            for route, extra in (("sandboxed", []), ("trusted", ["--trusted"])):
+                start = time.monotonic()
+                reports[route] = grader("--handlers", str(folder), "--jobs", str(args.jobs),
+                                        "--timeout", args.timeout, *extra)
+                times[route].append(time.monotonic() - start)
+        if args.one_by_one:
+            start = time.monotonic()
+            single = {name: grader("--handler", str(handler), "--skip-live", "--timeout", args.timeout)
+                      for name, handler in handlers.items()}
+            one_by_one = time.monotonic() - start
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
     count = len(handlers)
-    same = all(verdicts(s["checks"]) == verdicts(single[s["name"]]["checks"])
-               for s in batch["submissions"])
+    sandboxed, trusted = statistics.median(times["sandboxed"]), statistics.median(times["trusted"])
+    same = all(verdicts(s["checks"]) == verdicts(t["checks"]) for s, t in
+               zip(reports["sandboxed"]["submissions"], reports["trusted"]["submissions"]))
     print(f"{count} submissions, {len(os.sched_getaffinity(0))} cores, --jobs {args.jobs},"
-          f" --timeout {args.timeout}")
-    print(f"one by one: {one_by_one:6.1f} s  {count / one_by_one * 60:5.1f} submissions/min")
-    print(f"batch:      {batched:6.1f} s  {count / batched * 60:5.1f} submissions/min")
-    print(f"speed-up:   {one_by_one / batched:.1f}x (goal: at least 3x)")
-    print(f"verdicts:   {'the same both ways' if same else 'DIFFERENT between the two ways'}")
+          f" --timeout {args.timeout}, {args.runs} run(s) each (median)")
+    print(f"sandboxed: {sandboxed:6.1f} s  {count / sandboxed * 60:5.1f} submissions/min"
+          f"  (runs: {', '.join(f'{t:.1f}' for t in times['sandboxed'])})")
+    print(f"trusted:   {trusted:6.1f} s  {count / trusted * 60:5.1f} submissions/min"
+          f"  (runs: {', '.join(f'{t:.1f}' for t in times['trusted'])})")
+    print(f"sandbox cost: {(sandboxed - trusted) / count:+.2f} s a submission,"
+          f" {(sandboxed / trusted - 1) * 100:+.0f} % (goal: within 15 %)")
+    if args.one_by_one:
+        same = same and all(verdicts(s["checks"]) == verdicts(single[s["name"]]["checks"])
+                            for s in reports["sandboxed"]["submissions"])
+        print(f"one by one: {one_by_one:6.1f} s  {count / one_by_one * 60:5.1f} submissions/min,"
+              f" the batch {one_by_one / sandboxed:.1f}x faster")
+    print(f"verdicts:  {'the same every way' if same else 'DIFFERENT between the ways'}")
     return 0 if same else 1
 
 
