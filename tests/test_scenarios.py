@@ -17,7 +17,6 @@ import pytest
 
 from nightjar import db as database, registrations
 from labkit import NO_MANAGEMENT_LINE, Lab, ticket_rows
-from nightjar.config import DEFAULT_AMQP_URL
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -233,14 +232,14 @@ def test_unit_starts_on_its_own_and_is_solvable(unit, unit_env):
 
 
 @pytest.mark.skipif(not GRADER_PRESENT, reason="the grader package (grader/__main__.py) is not present yet")
-def test_grader_passes_the_handler_of_solved_unit3(unit_env):
+def test_grader_passes_the_handler_of_solved_unit3(unit_env, grading_broker):
     unit_env.script(3, "setup")
     assert unit_env.script(3, "solve")[0] == 0
-    # --amqp-url: grade on the test broker instead of starting a private node
+    # The session's grading broker instead of a private node of its own
     # (the grader's own tests cover the private node; this keeps the file quick).
     result = subprocess.run([sys.executable, "-m", "grader", "--handler",
                              str(unit_env.workstation / "handler.py"), "--skip-live", "--json",
-                             "--amqp-url", DEFAULT_AMQP_URL],
+                             *grading_broker.args],
                             env=unit_env.env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     report = json.loads(result.stdout)
     assert report["passed"] is True, report

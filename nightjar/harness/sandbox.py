@@ -56,19 +56,6 @@ from . import cgroups, rabbitadmin, relay
 from .rabbitadmin import with_vhost
 from .sandbox_root import MS_NODEV, MS_NOSUID, mount, private_mounts
 
-_in_private_mounts = False
-
-
-def enter_private_mounts():
-    """Give this process a mount namespace of its own (call it before any thread starts)."""
-    global _in_private_mounts
-    if not _in_private_mounts:
-        try:
-            private_mounts()
-        except OSError as error:
-            raise Unavailable(f"the sandbox needs a mount namespace of its own ({error.strerror})")
-        _in_private_mounts = True
-
 ROOT_BUILDER = Path(__file__).with_name("sandbox_root.py")
 # Where a block's lock file lives (root only); a block is BLOCK uids from the base.
 LOCKS = Path("/run/nightjar-sandbox")
@@ -117,6 +104,20 @@ class Unavailable(Exception):
 
 class Tampered(Exception):
     """A trial's files are not what the grader left there (a link, a pipe, another schema)."""
+
+
+_in_private_mounts = False
+
+
+def enter_private_mounts():
+    """Give this process a mount namespace of its own (call it before any thread starts)."""
+    global _in_private_mounts
+    if not _in_private_mounts:
+        try:
+            private_mounts()
+        except OSError as error:
+            raise Unavailable(f"the sandbox needs a mount namespace of its own ({error.strerror})")
+        _in_private_mounts = True
 
 
 def new_group_name():
@@ -230,6 +231,7 @@ class Sandbox:
         self._holder = None
         self._watchdog = None
         self._scratch = None
+        self.files = None  # the tmpfs holding the Workstation copy and the trials' folders
         self._block = None
         self._trials = {}
         self._lock = threading.Lock()
@@ -310,8 +312,9 @@ class Sandbox:
                 self._holder.wait()
             self._holder.stdout.close()
             self._holder.stderr.close()
-        if self._scratch is not None:
+        if self.files is not None:
             umount(self.files)
+        if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
         if self.tenant is not None:
             self.admin.delete_tenant(self.tenant)
