@@ -8,9 +8,10 @@ learner's handler.py and whatever it starts) is:
   uids that one sandbox holds at a time (a lock file per block); never the
   grader's, never another submission's or another trial's;
 - limited: the trial's control group bounds memory and processes, the
-  submission's bounds their sum; on the CPU it weighs as CPU_WEIGHT busy
-  processes, however many it forks, so a submission spinning every core
-  leaves the others (and the grader, the relay and the broker) their share;
+  submission's bounds their sum; on the CPU it weighs as one busy process a
+  trial (CPU_WEIGHT), however many it forks, so a submission spinning every
+  core leaves the others (and the grader, the relay and the broker) their
+  share;
   rlimits bound CPU time and file size per process, and no core files are
   written;
 - in a root of its own (sandbox_root.py): the system and the interpreter
@@ -68,9 +69,10 @@ TOOLS = ("nsenter", "setpriv", "prlimit", "sh")
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "hosts")
 INSIDE = Path("/sandbox")  # the trials' tmpfs, as the sandbox sees it
 LIBRARY = "/opt/nightjar/lib"  # the lab's packages, as the sandbox sees them
-# A submission's weight on the CPU, in busy processes: what its trials' workers
-# need when they start together, and no more, whatever it forks.
-CPU_WEIGHT = 4
+# A submission's weight on the CPU, in busy processes: one a trial, as its workers
+# would weigh outside a sandbox (so a busy machine slows it no more than it would
+# them), and no more, whatever it forks.
+CPU_WEIGHT = BLOCK - 1
 DB_FILES = ("nightjar.db", "nightjar.db-wal", "nightjar.db-shm", "nightjar.db-journal")
 
 
