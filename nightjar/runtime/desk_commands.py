@@ -1,10 +1,10 @@
-"""The commands of ticket-desk/desk.py: register, status, retry, repair."""
+"""The commands of ticket-desk/desk.py: register, status, retry, repair, history."""
 
 import argparse
 import sys
 from dataclasses import dataclass
 
-from .. import broker, db as database, queueing, registrations
+from .. import broker, db as database, history, queueing, registrations, stories
 from ..config import Settings, redact_url
 
 
@@ -24,6 +24,9 @@ def main(argv):
         "repair", help="show (or with --apply, carry out) the repair of duplicate tickets of one ID")
     repair.add_argument("id", help="registration ID, e.g. R-0002")
     repair.add_argument("--apply", action="store_true", help="apply the plan in one transaction")
+    story = commands.add_parser(
+        "history", help="one registration's deliveries, step by step (no ID: which ones to look at)")
+    story.add_argument("id", nargs="?", help="registration ID, e.g. R-0003")
     options = parser.parse_args(argv)
 
     sys.stdout.reconfigure(line_buffering=True)
@@ -36,6 +39,8 @@ def main(argv):
             return cmd_status(db, settings)
         if options.command == "retry":
             return cmd_retry(db, settings, options.id)
+        if options.command == "history":
+            return cmd_history(db, settings, options.id)
         return cmd_repair(db, options.id, options.apply)
     except (DeskError, broker.BrokerUnavailable) as error:
         print(error, file=sys.stderr)
@@ -94,6 +99,54 @@ def cmd_status(db, settings):
         print(f"Unacknowledged deliveries: the RabbitMQ management API {why_not}; set"
               " NIGHTJAR_MANAGEMENT_URL, or run rabbitmqctl list_queues name"
               " messages_unacknowledged on the broker's machine.")
+    return 0
+
+
+def cmd_history(db, settings, registration_id):
+    registration = _existing(db, registration_id) if registration_id else None
+    path = history.store_path(settings.db_path)
+    if path is None:
+        print(f"The delivery history is off ({history.ENV}=off): nothing is recorded.")
+        return 0
+    try:
+        stored = history.read(path, registration.id if registration else None)
+    except OSError as error:
+        raise DeskError(f"The delivery history at {path} cannot be read"
+                        f" ({error.strerror or error}).") from None
+    if registration is None:
+        return list_histories(db, stored, path)
+    told = stories.story(registration, stored)
+    print(f"Delivery history of {registration.id} ({registration.name}):"
+          f" {stories.deliveries_phrase(told.deliveries)},"
+          f" {registrations.tickets_phrase(registration.tickets)}")
+    if not told.deliveries:
+        print(f"No delivery of {registration.id} is recorded in {path}.")
+    for line in told.lines() + told.notes():
+        print(line)
+    return 0
+
+
+def list_histories(db, stored, path):
+    """desk.py history without an ID: the registrations whose story is worth reading."""
+    rows = []
+    for r in registrations.all_registrations(db):
+        count = len(stored.of(r.id)) + (stored.trimmed[r.id].deliveries if r.id in stored.trimmed else 0)
+        if count > 1 or len(r.tickets) > 1:
+            rows.append((r, stories.deliveries_phrase(count)))
+    if rows:
+        print(f"Registrations with more than one delivery or more than one ticket ({len(rows)})")
+        name_width = max(len(r.name) for r, _ in rows)
+        count_width = max(len(count) for _, count in rows)
+        for r, count in rows:
+            print(f"  {r.id}  {r.name:<{name_width}}  {count:<{count_width}}"
+                  f"  {registrations.tickets_phrase(r.tickets)}")
+        print(f"One registration's story: python3 desk.py history {rows[0][0].id}")
+    else:
+        print("No registration has more than one delivery or more than one ticket.")
+    if stored.damaged:
+        print(f"{stories.deliveries_phrase(stored.damaged, 'damaged record')} in the history skipped.")
+    print(f"The delivery history ({path}) keeps the last {history.PER_REGISTRATION} deliveries of"
+          f" each registration and the last {history.OVERALL} in all.")
     return 0
 
 

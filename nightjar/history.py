@@ -1,0 +1,352 @@
+"""The delivery history: every delivery the worker took, step by step, in a bounded file beside the live database.
+
+The worker's session (nightjar/runtime/worker_runtime.py) installs a
+Recorder as the listener of nightjar/events.py, so the history hears the
+same events the grader's event file does (received, paused, ack, nack,
+reject, returned, raised, no-ack, connection-lost, ...) and adds two of
+its own: `interrupted` (Ctrl+C stopped the worker during the delivery)
+and, on a record, `committed` (ticket numbers of the registration that
+became visible since the previous record). `desk.py history` and the
+site's registration page read it (nightjar/stories.py).
+
+The store is JSON Lines, one record a line, each appended with a single
+os.write() on a file opened with O_APPEND, so records of several workers at
+once never interleave and a worker killed mid-delivery loses at most the
+record it was writing:
+
+    {"id": "R-0003", "delivery": "9f2c41d07ab3", "event": "received", "time": 1733212345.125,
+     "redelivered": false, "after": 0, "worker": 4242}
+    {"id": "R-0003", "delivery": "9f2c41d07ab3", "event": "paused", "time": ..., "point": "before-write"}
+    {"id": "R-0003", "delivery": "9f2c41d07ab3", "event": "ack", "time": ..., "committed": [5]}
+
+`after` is the highest ticket number the registration had when the delivery
+began: the tickets of a delivery that never said how it ended are the
+registration's tickets above it. A line that is not such a record (a power
+cut mid-write, an edited file) is skipped and counted, never fatal.
+
+Bounded: the last PER_REGISTRATION deliveries of each registration and the
+last OVERALL deliveries in all are kept. When the file grows past
+COMPACT_BYTES, a worker rewrites it (under an exclusive flock; appenders
+hold a shared one) keeping only those, plus one `trimmed` record per
+registration that lost some: {"id", "event": "trimmed", "deliveries": N,
+"since": time of its first delivery}. Readers apply the same bounds.
+
+The history is a teaching aid, not a promise to a guest: it is never
+fsynced, and nothing about it can fail or slow a delivery. Its writer
+never touches the handler's database connection; it reads committed
+tickets through a read-only connection of its own.
+"""
+
+import fcntl
+import json
+import os
+import secrets
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import events
+
+ENV = "NIGHTJAR_HISTORY"   # a path for the store, or "off"; default: beside the database
+PER_REGISTRATION = 20      # deliveries kept per registration (RabbitMQ's delivery limit is 20)
+OVERALL = 1000             # deliveries kept in all
+COMPACT_BYTES = 1 << 20    # rewrite the file once it grows past this
+
+# The events of a delivery the history keeps, with the fields it keeps of each.
+KEPT = {
+    "paused": ("point",), "ack": (), "nack": ("requeue",), "reject": ("requeue",),
+    "double-ack": (), "returned": (), "raised": ("type", "message", "where"),
+    "no-ack": (), "transaction-open": (), "pause-not-reached": ("point",),
+    "connection-lost": ("during", "type"), "interrupted": (),
+}
+# Events after which tickets may have been committed: the history looks before recording them.
+LOOK_FOR_TICKETS = {"paused", "ack", "nack", "reject", "returned", "raised", "interrupted",
+                    "connection-lost"}
+# How a delivery ends, as far as the worker can say.
+ENDINGS = {"returned", "raised", "interrupted", "connection-lost"}
+
+
+def store_path(db_path, environ=None):
+    """The history file of the database at db_path (NIGHTJAR_HISTORY may name another, or "off"); None when off."""
+    env = os.environ if environ is None else environ
+    chosen = (env.get(ENV) or "").strip()
+    if chosen.lower() == "off" or str(db_path) == ":memory:":
+        return None
+    if chosen:
+        return Path(chosen)
+    db = Path(db_path)
+    return db.with_name(db.stem + ".history.jsonl")
+
+
+def clear(path):
+    """Remove the history file; how many deliveries it held (0 when there was none)."""
+    if path is None:
+        return 0
+    try:
+        held = len(read(path).deliveries)
+    except OSError:
+        held = 0
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return held
+
+
+# ---------------------------------------------------------------- writing
+
+def _encode(record):
+    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
+        "utf-8", "replace")
+
+
+def append(path, data):
+    """Append whole lines (bytes) with one write, under a shared lock; the file's size afterwards."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            found = os.fstat(fd)
+            if found.st_nlink == 0:
+                continue  # compacted meanwhile: this file was replaced, append to the new one
+            if found.st_size and os.pread(fd, 1, found.st_size - 1) != b"\n":
+                data = b"\n" + data  # the last line was cut short: start on a line of our own
+            os.write(fd, data)
+            return found.st_size + len(data)
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def compact(path):
+    """Rewrite the file keeping only what the bounds keep (under an exclusive lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink == 0:
+            return  # another worker compacted it first
+        with open(fd, "rb", closefd=False) as handle:
+            kept = parse(handle.read().decode("utf-8", "replace"))
+        kept.bound(PER_REGISTRATION, OVERALL)
+        lines = [_encode(record) for record in kept.records()]
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}")
+        with open(temporary, "wb") as out:
+            out.write(b"".join(lines))
+        os.replace(temporary, path)
+    finally:
+        os.close(fd)
+
+
+class Recorder:
+    """Writes the history of one worker run: listens to nightjar/events.py, one record per event."""
+
+    def __init__(self, path, db_path):
+        self.path = Path(path)
+        self.db_path = db_path
+        self.current = None  # the delivery being handled: its record fields and what it reported
+        self._tickets_db = None
+        self._warned = False
+
+    @classmethod
+    def start(cls, settings):
+        """A Recorder for this run, listening to the worker's events; None when the history is off."""
+        path = store_path(settings.db_path)
+        if path is None:
+            return None
+        recorder = cls(path, settings.db_path)
+        events.listener = recorder.hear
+        return recorder
+
+    def hear(self, event, fields):
+        """An event of the worker (events.record calls this); never raises."""
+        try:
+            if event == "received":
+                self._begin(fields)
+            elif self.current is not None and event in KEPT:
+                self._step(event, {k: fields[k] for k in KEPT[event] if k in fields})
+        except Exception as error:  # noqa: BLE001  (nothing may fail a delivery)
+            self._warn(error)
+
+    def stopped(self, event="interrupted", **fields):
+        """The run stops (Ctrl+C: interrupted; RabbitMQ gone: connection-lost) during a delivery."""
+        if self.current is not None and not self.current["ended"]:
+            self.hear(event, fields)
+
+    def close(self):
+        if events.listener == self.hear:
+            events.listener = None
+        if self._tickets_db is not None:
+            self._tickets_db.close()
+            self._tickets_db = None
+
+    def _begin(self, fields):
+        self.current = {"id": fields["id"], "delivery": secrets.token_hex(6), "ended": False,
+                        "reported": set(), "after": 0}
+        self.current["after"] = max(self._tickets(fields["id"], 0), default=0)
+        self._write("received", redelivered=fields["redelivered"], after=self.current["after"],
+                    worker=os.getpid())
+
+    def _step(self, event, fields):
+        current = self.current
+        if event in ENDINGS:
+            if current["ended"]:
+                return  # e.g. Ctrl+C after handle() returned: that delivery's story is told
+            current["ended"] = True
+        if event in LOOK_FOR_TICKETS:
+            new = [n for n in self._tickets(current["id"], current["after"])
+                   if n not in current["reported"]]
+            if new:
+                current["reported"].update(new)
+                fields["committed"] = new
+        self._write(event, **fields)
+
+    def _write(self, event, **fields):
+        record = {"id": self.current["id"], "delivery": self.current["delivery"], "event": event,
+                  "time": round(time.time(), 3), **fields}
+        if append(self.path, _encode(record)) > COMPACT_BYTES:
+            compact(self.path)
+
+    def _tickets(self, registration_id, above):
+        """Committed ticket numbers of the registration above `above`, read without the handler's connection."""
+        if self._tickets_db is None:
+            uri = Path(self.db_path).resolve().as_uri() + "?mode=ro"
+            # factory: a plain connection even where sqlite3.connect is watched (the grader's effects).
+            self._tickets_db = sqlite3.connect(uri, uri=True, timeout=1, factory=sqlite3.Connection)
+        rows = self._tickets_db.execute(
+            "SELECT number FROM tickets WHERE registration_id = ? AND number > ? ORDER BY number",
+            (registration_id, above))
+        return [number for (number,) in rows]
+
+    def _warn(self, error):
+        if not self._warned:
+            self._warned = True
+            print(f"The delivery history could not be written to {self.path} ({type(error).__name__}:"
+                  f" {error}); deliveries go on as before, unrecorded.", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- reading
+
+@dataclass
+class Delivery:
+    """One delivery of a registration: its received record and the records after it, in order."""
+
+    id: str
+    token: str
+    time: float
+    redelivered: bool
+    after: int
+    steps: list = field(default_factory=list)   # the records after `received`
+
+    @property
+    def ended(self):
+        return any(step["event"] in ENDINGS for step in self.steps)
+
+
+@dataclass
+class Trimmed:
+    deliveries: int   # how many earlier deliveries are not kept
+    since: float      # when the registration's first delivery was
+
+
+@dataclass
+class History:
+    """What the store holds, by registration: deliveries in time order, what was trimmed, damaged lines."""
+
+    deliveries: dict = field(default_factory=dict)   # registration ID -> [Delivery]
+    trimmed: dict = field(default_factory=dict)      # registration ID -> Trimmed
+    damaged: int = 0
+
+    def of(self, registration_id):
+        return self.deliveries.get(registration_id, [])
+
+    def bound(self, per_registration=PER_REGISTRATION, overall=OVERALL):
+        """Keep the last `per_registration` deliveries of each registration, the last `overall` in all."""
+        for registration_id, kept in list(self.deliveries.items()):
+            if len(kept) > per_registration:
+                self._trim(registration_id, kept[:-per_registration])
+                self.deliveries[registration_id] = kept[-per_registration:]
+        everything = sorted((d for kept in self.deliveries.values() for d in kept),
+                            key=lambda d: d.time)
+        if overall is not None and len(everything) > overall:
+            for old in everything[:-overall]:
+                self._trim(old.id, [old])
+                self.deliveries[old.id].remove(old)
+            for registration_id in [r for r, kept in self.deliveries.items() if not kept]:
+                del self.deliveries[registration_id]
+                self.trimmed.pop(registration_id, None)
+
+    def _trim(self, registration_id, dropped):
+        before = self.trimmed.get(registration_id)
+        first = min([d.time for d in dropped] + ([before.since] if before else []))
+        self.trimmed[registration_id] = Trimmed((before.deliveries if before else 0) + len(dropped),
+                                                first)
+
+    def records(self):
+        """The records that would store this History again (trimmed notes first)."""
+        found = [{"id": rid, "event": "trimmed", "deliveries": t.deliveries, "since": t.since}
+                 for rid, t in self.trimmed.items()]
+        for delivery in sorted((d for kept in self.deliveries.values() for d in kept),
+                               key=lambda d: d.time):
+            found.append({"id": delivery.id, "delivery": delivery.token, "event": "received",
+                          "time": delivery.time, "redelivered": delivery.redelivered,
+                          "after": delivery.after})
+            found.extend(delivery.steps)
+        return found
+
+
+def parse(text, registration_id=None):
+    """A History from the store's text; only one registration's records when registration_id is given."""
+    history = History()
+    by_token = {}
+    wanted = f'"id":"{registration_id}"' if registration_id else None
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        # Other registrations' records are not even decoded (a page shows one registration).
+        if wanted and wanted not in line and line.startswith('{"id":"'):
+            continue
+        try:
+            record = json.loads(line)
+            registration = record["id"]
+            kind = record["event"]
+            if not isinstance(registration, str) or not isinstance(kind, str):
+                raise ValueError
+            if registration_id and registration != registration_id:
+                continue
+            if kind == "trimmed":
+                history.trimmed[registration] = Trimmed(int(record["deliveries"]),
+                                                        float(record["since"]))
+            elif kind == "received":
+                delivery = Delivery(registration, str(record["delivery"]), float(record["time"]),
+                                    bool(record["redelivered"]), int(record.get("after") or 0))
+                by_token[delivery.token] = delivery
+                history.deliveries.setdefault(registration, []).append(delivery)
+            else:
+                float(record["time"])
+                owner = by_token.get(record["delivery"])
+                if owner is not None:  # its `received` record was lost: nothing to attach it to
+                    owner.steps.append(record)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            history.damaged += 1
+    for kept in history.deliveries.values():
+        kept.sort(key=lambda d: d.time)
+    return history
+
+
+def read(path, registration_id=None):
+    """The History in the file (bounded as the store keeps it); an empty one when there is no file.
+
+    OSError (e.g. PermissionError) when the file exists but cannot be read.
+    """
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return History()
+    history = parse(text, registration_id)
+    history.bound(PER_REGISTRATION, None if registration_id else OVERALL)
+    return history
