@@ -35,6 +35,7 @@ class Told:
     redelivered: bool
     steps: list
     open: bool = False       # no word yet, and RabbitMQ has not delivered it again
+    is_gap = False
 
     @property
     def when(self):
@@ -43,6 +44,20 @@ class Told:
     @property
     def ending(self):
         return self.steps[-1].text if self.steps else "no step recorded"
+
+    @property
+    def rows(self):
+        """The picture's rows, (kind, label): each step, and a last one when it ended unacknowledged."""
+        rows = [(step.kind, step.label) for step in self.steps]
+        if any(step.text.endswith("(not acknowledged)") for step in self.steps):
+            rows.append(("unacked", "Not acknowledged"))
+        return rows
+
+    @property
+    def text(self):
+        """The delivery on one line, as the page's text version shows it."""
+        return " · ".join([self.when, f"delivery {self.number}", f"redelivered={self.redelivered}",
+                           *(step.text for step in self.steps)])
 
 
 @dataclass
@@ -58,6 +73,16 @@ class Gap:
     @property
     def count(self):
         return self.last - self.first + 1
+
+    is_gap = True
+
+    @property
+    def text(self):
+        return f"… {self.summary}"
+
+    @property
+    def span(self):
+        return f"{when(self.start)} to {when(self.end)}"
 
     @property
     def when(self):
@@ -79,7 +104,8 @@ class Story:
 
     @property
     def longest(self):
-        return max([len(item.steps) for item in self.shown if isinstance(item, Told)] + [1])
+        """The most rows of one delivery in the picture."""
+        return max([len(item.rows) for item in self.shown if isinstance(item, Told)] + [1])
 
     def lines(self):
         """The story as desk.py history prints it (no header, no notes)."""

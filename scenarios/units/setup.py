@@ -4,7 +4,8 @@ import shlex
 import shutil
 
 import guidetext  # scenarios/guidetext.py: the guide, in the learner's language
-from nightjar import broker
+from nightjar import broker, history
+from nightjar.stories import deliveries_phrase
 from nightjar.config import Settings, workstation_folder
 from nightjar.harness.lab import WORKSTATION_PROGRAMS, copy_workstation
 
@@ -66,6 +67,14 @@ def prepare_queue(settings):
         say(f"Dead-letter queue {settings.dead_letter_queue}: removed {plural(dead, 'message')}")
 
 
+def prepare_history(settings):
+    """The delivery history starts again with the database (the IDs it tells of are gone)."""
+    path = history.store_path(settings.db_path)
+    cleared = history.clear(path)
+    if cleared:
+        say(f"Delivery history {path}: cleared (it held {deliveries_phrase(cleared)})")
+
+
 def guide(unit_path, lang="en"):
     return guidetext.guide_file(unit_path, lang).relative_to(ROOT)
 
@@ -91,6 +100,7 @@ def setup(unit):
     broker.connect(settings).close()
     prepare_workstation(unit, folder)
     prepare_database(unit, settings, folder / BACKUPS)
+    prepare_history(settings)
     prepare_queue(settings)
     ready(unit.path, lang, folder)
     return 0
