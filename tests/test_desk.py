@@ -31,10 +31,11 @@ def test_status_shows_tickets_problems_and_queue(lab):
     q, dlq = lab.queue, lab.settings.dead_letter_queue
     assert result.stdout.splitlines() == [
         "Registrations (4)",
-        "  R-0001  Mina Patel     ticket 1        completed",
-        "  R-0002  Normal guest   tickets 2, 3    -          ! duplicate tickets (2)",
-        "  R-0003  Other guest    ticket 4        -",
-        "  R-0004  Waiting guest  no ticket       -          ! waiting for its ticket",
+        "  ID      Guest name     Tickets         Completion key",
+        "  R-0001  Mina Patel     ticket 1        yes",
+        "  R-0002  Normal guest   tickets 2, 3    no              ! duplicate tickets (2)",
+        "  R-0003  Other guest    ticket 4        no",
+        "  R-0004  Waiting guest  no ticket       no              ! waiting for its ticket",
         "2 with problems",
         f"Queue {q}: 1 ready, 0 dead-lettered (in {dlq})",
         NO_MANAGEMENT_LINE,

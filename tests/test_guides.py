@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_scenarios import FOLDERS, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
+from test_scenarios import FOLDERS, history_times, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
 from nightjar.config import Settings
 from nightjar.harness import processes
 
@@ -35,11 +35,13 @@ FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```$", re.S | re.M)
 INLINE = re.compile(r"`((?:python3|make) [^`]+)`")
 
 
-def blocks(guide, after=None):
-    """(language, code) of each fenced block, the code without its indent; from `after` on."""
+def blocks(guide, after=None, before=None):
+    """(language, code) of each fenced block, the code without its indent; from `after` on, up to `before`."""
     text = guide.read_text(encoding="utf-8")
     if after:
         text = text[text.index(after):]
+    if before:
+        text = text[:text.index(before)]
     found = []
     for indent, language, body in FENCE.findall(text):
         code = "".join(line[len(indent):] if line.strip() else "\n"
@@ -123,14 +125,24 @@ def guests_to_register(unit):
 @pytest.mark.parametrize("unit", [1, 2, 3])
 def test_the_guides_commands_run_as_written_take_the_unit_to_done(unit, unit_env):
     assert unit_env.script(unit, "setup")[0] == 0
-    for name in guests_to_register(unit):
-        unit_env.register(name)
+    guide = SCENARIOS / FOLDERS[unit] / "README.md"
     folder = unit_env.workstation
     # `python3` in the guide is the lab's Python, as after `source .venv/bin/activate`.
     env = dict(unit_env.env, PATH=os.pathsep.join((str(Path(sys.executable).parent),
                                                     os.environ["PATH"])))
-    last_status = None
-    for language, code in blocks(SCENARIOS / FOLDERS[unit] / "README.md", after="## Steps"):
+    # What comes before the steps (unit 3's first look at the second window), then the
+    # steps, whose guests the learner registers in Nightjar.
+    walk = [*blocks(guide, after="**Start:**", before="## Steps"), ("register", ""),
+            *blocks(guide, after="## Steps")]
+    last_status, output = None, ""
+    for language, code in walk:
+        if language == "register":
+            for name in guests_to_register(unit):
+                unit_env.register(name)
+            continue
+        if language == "text":  # what the guide says the block before it prints
+            assert history_times(output).endswith(history_times(code)), (code, output)
+            continue
         assert language == "sh"
         words = shlex.split(code) if "\n" not in code.strip() else []
         if "--pause" in words:
@@ -145,7 +157,7 @@ def test_the_guides_commands_run_as_written_take_the_unit_to_done(unit, unit_env
         result = subprocess.run(["bash", "-c", code], cwd=folder, env=env, capture_output=True,
                                 text=True, timeout=60)
         assert result.returncode == 0, f"{code}\n{result.stdout}{result.stderr}"
-        last_status = result.returncode
+        last_status, output = result.returncode, result.stdout
     assert unit_env.script(unit, "check")[0] == 0
 
 

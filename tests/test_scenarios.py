@@ -100,7 +100,8 @@ SETUP = {
 }
 
 CHECK_BEFORE = {
-    1: ["missing: a registration named Normal guest with one ticket"],
+    1: ["missing: a registration named Normal guest with one ticket",
+        "missing: a registration named Lost guest with one ticket"],
     2: ["missing: a handler.py that acknowledges after the commit (interrupted at before-write,"
         " the registration was lost: RabbitMQ had nothing to deliver again)",
         "missing: a registration named Retry guest with one ticket"],
@@ -110,8 +111,8 @@ CHECK_BEFORE = {
 }
 
 CHECK_AFTER = {
-    1: "Unit 1 done: Normal guest has one ticket in its name, Mina Patel's ticket is intact,"
-       " and nothing is waiting.\n",
+    1: "Unit 1 done: Normal guest and Lost guest each have one ticket in their name, Mina Patel's"
+       " ticket is intact, and nothing is waiting.\n",
     2: "Unit 2 done: handler.py acknowledges after the commit, Retry guest has one ticket,"
        " and nothing is waiting.\n",
     3: "Unit 3 done: handler.py is idempotent, both Same name registrations have one ticket each,"
@@ -136,6 +137,26 @@ Received R-0002 redelivered=False
 Handler returned.
 [Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest)
 [Nightjar] R-0001 Mina Patel: Open ticket 1 (R-0001, Mina Patel)
+[Nightjar] The evening: Guest name = Lost guest, Register for the evening
+[Nightjar] R-0003 Lost guest: Your ticket is being prepared
+[Workstation] $ python3 worker.py --pause before-write
+Received R-0003 redelivered=False
+Paused before-write.
+^C
+[Workstation] $ echo $?
+130
+[Workstation] $ python3 worker.py
+No ready registrations
+[Workstation] $ python3 desk.py history R-0003
+Delivery history of R-0003 (Lost guest): 1 delivery, no ticket
++<t> s  delivery 1  redelivered=False  acked  paused at before-write  stopped by Ctrl+C
+[Nightjar] R-0003 Lost guest: Your ticket is being prepared
+[Workstation] $ python3 desk.py retry R-0003
+Queued a new delivery of R-0003 (Lost guest).
+[Workstation] $ python3 worker.py
+Received R-0003 redelivered=False
+Handler returned.
+[Nightjar] R-0003 Lost guest: Open ticket 3 (R-0003, Lost guest)
 Solved. Now: python3 scenarios/unit1-trace-registration/check
 """,
     2: f"""\
@@ -156,10 +177,31 @@ Paused before-write.
 Received R-0003 redelivered=True
 Handler returned.
 [Nightjar] R-0003 Retry guest: Open ticket 3 (R-0003, Retry guest)
+[Workstation] $ python3 desk.py history R-0003
+Delivery history of R-0003 (Retry guest): 2 deliveries, ticket 3
++<t> s  delivery 1  redelivered=False  paused at before-write  stopped by Ctrl+C (not acknowledged)
++<t> s  delivery 2  redelivered=True   ticket 3 committed  acked
 Solved. Now: python3 scenarios/unit2-ack-after-commit/check
 """,
     3: f"""\
 Solving Unit 3 · Repeat database results safely, step by step, on the live lab
+[Workstation] $ python3 desk.py retry R-0002
+Queued a new delivery of R-0002 (Normal guest).
+[Workstation] $ python3 worker.py --pause after-commit
+Received R-0002 redelivered=False
+Paused after-commit.
+^C
+[Workstation] $ echo $?
+130
+[Workstation] $ python3 worker.py
+Received R-0002 redelivered=True
+Handler returned.
+[Workstation] $ python3 desk.py history R-0002
+Delivery history of R-0002 (Normal guest): 2 deliveries, tickets 2, 4, 5
++<t> s  delivery 1  redelivered=False  ticket 4 committed  paused at after-commit  stopped by Ctrl+C (not acknowledged)
++<t> s  delivery 2  redelivered=True   ticket 5 committed  acked
+Ticket 2: written before the first delivery in this history.
+[Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest); Open ticket 4 (R-0002, Normal guest); Open ticket 5 (R-0002, Normal guest)
 (your handler.py is saved as <tmp>/ws/ticket-desk/.backups/handler-<stamp>.py)
 [Workstation] $ cat > handler.py <<'PYTHON'
 {UNIT3_HANDLER}PYTHON
@@ -174,30 +216,42 @@ Paused inside-transaction.
 [Workstation] $ echo $?
 130
 [Nightjar] R-0004 Same name: Your ticket is being prepared
+[Workstation] $ python3 desk.py status
+Registrations (5)
+  ID      Guest name    Tickets          Completion key
+  R-0001  Mina Patel    ticket 1         yes
+  R-0002  Normal guest  tickets 2, 4, 5  no              ! duplicate tickets (3)
+  R-0003  Retry guest   ticket 3         no
+  R-0004  Same name     no ticket        no              ! waiting for its ticket
+  R-0005  Same name     no ticket        no              ! waiting for its ticket
+3 with problems
+Queue <queue>: 2 ready, 0 dead-lettered (in <queue>.dead)
+{NO_MANAGEMENT_LINE}
 [Workstation] $ python3 worker.py --pause after-commit
 Received R-0004 redelivered=True
 Paused after-commit.
-[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
+[Nightjar] R-0004 Same name: Open ticket 6 (R-0004, Same name)
 ^C
 [Workstation] $ echo $?
 130
 [Workstation] $ python3 worker.py
 Received R-0004 redelivered=True
 Handler returned.
-[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
+[Nightjar] R-0004 Same name: Open ticket 6 (R-0004, Same name)
 [Workstation] $ python3 worker.py --drain
 Received R-0005 redelivered=False
 Handler returned.
 No ready registrations
-[Nightjar] R-0005 Same name: Open ticket 5 (R-0005, Same name)
+[Nightjar] R-0005 Same name: Open ticket 7 (R-0005, Same name)
 [Workstation] $ python3 desk.py status
 Registrations (5)
-  R-0001  Mina Patel    ticket 1        completed
-  R-0002  Normal guest  ticket 2        -
-  R-0003  Retry guest   ticket 3        -
-  R-0004  Same name     ticket 4        completed
-  R-0005  Same name     ticket 5        completed
-No problems
+  ID      Guest name    Tickets          Completion key
+  R-0001  Mina Patel    ticket 1         yes
+  R-0002  Normal guest  tickets 2, 4, 5  no              ! duplicate tickets (3)
+  R-0003  Retry guest   ticket 3         no
+  R-0004  Same name     ticket 6         yes
+  R-0005  Same name     ticket 7         yes
+1 with problems
 Queue <queue>: 0 ready, 0 dead-lettered (in <queue>.dead)
 {NO_MANAGEMENT_LINE}
 [Workstation] $ python3 desk.py retry R-0004
@@ -206,11 +260,29 @@ Queued a new delivery of R-0004 (Same name).
 Received R-0004 redelivered=False
 Handler returned.
 No ready registrations
-[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
-[Nightjar] R-0005 Same name: Open ticket 5 (R-0005, Same name)
+[Nightjar] R-0004 Same name: Open ticket 6 (R-0004, Same name)
+[Nightjar] R-0005 Same name: Open ticket 7 (R-0005, Same name)
+[Workstation] $ python3 desk.py repair R-0002
+Repair plan for R-0002 (Normal guest):
+  keep ticket 2 (the first original ticket)
+  delete extra tickets 4, 5
+  record R-0002 as completed (this ID only)
+Nothing has changed yet. To apply this plan: python3 desk.py repair R-0002 --apply
+[Workstation] $ python3 desk.py repair R-0002 --apply
+Repair plan for R-0002 (Normal guest):
+  keep ticket 2 (the first original ticket)
+  delete extra tickets 4, 5
+  record R-0002 as completed (this ID only)
+Applied.
+[Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest)
 Solved. Now: python3 scenarios/unit3-idempotent-results/check
 """,
 }
+
+
+def history_times(text):
+    """desk.py history's times (+31.2 s) as +<t> s, with the two spaces after them."""
+    return re.sub(r"^\+\d+\.\d s +", "+<t> s  ", text, flags=re.M)
 
 
 def tickets(env):
@@ -223,13 +295,14 @@ def test_unit_starts_on_its_own_and_is_solvable(unit, unit_env):
     assert unit_env.script(unit, "setup") == (0, SETUP[unit] + ready_line(unit))
     footer = f"Unit {unit} is not done yet. The guide: scenarios/{FOLDERS[unit]}/README.md"
     assert unit_env.script(unit, "check") == (1, "\n".join(CHECK_BEFORE[unit] + [footer]) + "\n")
-    assert unit_env.script(unit, "solve") == (0, SOLVE[unit])
+    status, solved = unit_env.script(unit, "solve")
+    assert (status, history_times(solved)) == (0, SOLVE[unit])
     assert unit_env.script(unit, "check") == (0, CHECK_AFTER[unit])
     if unit == 3:
         assert (unit_env.workstation / "handler.py").read_text() == UNIT3_HANDLER
         assert tickets(unit_env) == [(1, "R-0001", "Mina Patel"), (2, "R-0002", "Normal guest"),
-                                     (3, "R-0003", "Retry guest"), (4, "R-0004", "Same name"),
-                                     (5, "R-0005", "Same name")]
+                                     (3, "R-0003", "Retry guest"), (6, "R-0004", "Same name"),
+                                     (7, "R-0005", "Same name")]
 
 
 @pytest.mark.skipif(not GRADER_PRESENT, reason="the grader package (grader/__main__.py) is not present yet")
@@ -290,6 +363,7 @@ def test_check_names_waiting_registrations_and_messages(unit_env):
     unit_env.register("Normal guest")
     assert unit_env.script(1, "check") == (1, (
         "missing: a registration named Normal guest with one ticket\n"
+        "missing: a registration named Lost guest with one ticket\n"
         "problem: R-0002 (Normal guest) waiting for its ticket\n"
         "missing: an empty queue (1 message still waiting in <queue>: python3 worker.py --drain)\n"
         "Unit 1 is not done yet. The guide: scenarios/unit1-trace-registration/README.md\n"))

@@ -75,10 +75,14 @@ def cmd_retry(db, settings, registration_id):
 def cmd_status(db, settings):
     rows = registrations.all_registrations(db)
     print(f"Registrations ({len(rows)})")
-    width = max([len(r.name) for r in rows] + [4])
+    width = max([len(r.name) for r in rows] + [len("Guest name")])
+    tickets_width = max([len(registrations.tickets_phrase(r.tickets)) for r in rows] + [14])
+    # Completion key: a row in the completed table (unit 3's handler writes one per finished ID).
+    print(f"  {'ID':<6}  {'Guest name':<{width}}  {'Tickets':<{tickets_width}}  Completion key")
     for r in rows:
         tickets = registrations.tickets_phrase(r.tickets)
-        line = f"  {r.id}  {r.name:<{width}}  {tickets:<14}  {'completed' if r.completed else '-':<9}"
+        line = (f"  {r.id}  {r.name:<{width}}  {tickets:<{tickets_width}}"
+                f"  {'yes' if r.completed else 'no':<14}")
         if r.problems:
             line += "  ! " + "; ".join(r.problems)
         print(line.rstrip())
