@@ -6,11 +6,14 @@
 2. Throughput: `worker.py --drain` over --messages messages (default 2000) with the unit 3
    handler, against a bare pika loop doing the same basic_get + INSERTs +
    commit + ack in the same run, on the same kind of database.
+3. The delivery history's cost: start-up and --drain with the history
+   recorded and with NIGHTJAR_HISTORY=off, in alternating runs (--rounds
+   drains each, every drain on a fresh database; the recorded history file
+   is kept across rounds, so it grows and is compacted as in a long lab).
 
 Uses its own queues and temporary databases; removes them afterwards.
 """
 
-import argparse
 import argparse
 import json
 import shutil
@@ -24,8 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from labkit import Lab  # noqa: E402
-from nightjar import broker, db as database  # noqa: E402
-
+from nightjar import broker, db as database, history  # noqa: E402
 
 
 def fill(lab, count):
@@ -81,10 +83,35 @@ def drain_bare(lab, messages):
     return elapsed
 
 
+def history_cost(tmp, runs, messages, rounds):
+    """(start-up medians, drain medians) as {"on": s, "off": s}, measured in alternating runs."""
+    labs = {"on": Lab(tmp / "on", queue_prefix="bench.on"), "off": Lab(tmp / "off", queue_prefix="bench.off")}
+    labs["on"].extra_env[history.ENV] = str(tmp / "on" / "kept.history.jsonl")
+    labs["off"].extra_env[history.ENV] = "off"
+    starts, drains = {"on": [], "off": []}, {"on": [], "off": []}
+    try:
+        for lab in labs.values():
+            lab.use_handler("unit3")
+        for n in range(runs):
+            for name in (("on", "off") if n % 2 == 0 else ("off", "on")):
+                starts[name] += startup(labs[name], 1)
+        for n in range(rounds):
+            for name in (("on", "off") if n % 2 == 0 else ("off", "on")):
+                labs[name].db_path = str(tmp / name / f"round{n}.db")
+                drains[name].append(drain_with_worker(labs[name], messages))
+    finally:
+        for lab in labs.values():
+            lab.cleanup()
+    return ({k: statistics.median(v) for k, v in starts.items()},
+            {k: statistics.median(v) for k, v in drains.items()})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21, help="start-up runs (default 21)")
     parser.add_argument("--messages", type=int, default=2000, help="messages to drain (default 2000)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="drains with and without the history, alternating (default 5 each)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="nightjar-bench-"))
     lab = Lab(tmp, queue_prefix="bench")
@@ -98,6 +125,11 @@ def main():
         print(f"--drain {args.messages} messages: worker {worker:.2f} s ({args.messages / worker:.0f}/s),"
               f" bare pika loop {bare:.2f} s ({args.messages / bare:.0f}/s),"
               f" ratio {bare / worker:.2f} (bare time / worker time)")
+        starts, drains = history_cost(tmp, args.runs, args.messages, args.rounds)
+        print(f"delivery history on / off, alternating: start to exit median {starts['on']:.3f} /"
+              f" {starts['off']:.3f} s ({(starts['on'] / starts['off'] - 1) * 100:+.1f} %),"
+              f" --drain {args.messages} median {drains['on']:.2f} / {drains['off']:.2f} s"
+              f" ({(drains['on'] / drains['off'] - 1) * 100:+.1f} %)")
     finally:
         lab.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
