@@ -40,7 +40,6 @@ tickets through a read-only connection of its own.
 import fcntl
 import json
 import os
-import secrets
 import sqlite3
 import sys
 import time
@@ -102,21 +101,46 @@ def _encode(record):
         "utf-8", "replace")
 
 
+class Appender:
+    """Appends whole lines (bytes) to the store, each with one write under a shared lock."""
+
+    def __init__(self, path):
+        self.path = path
+        self._fd = None
+
+    def write(self, data):
+        """Append `data`; the file's size afterwards."""
+        while True:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+                size = os.fstat(self._fd).st_size
+                if size and os.pread(self._fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data  # the last line was cut short: start on a line of our own
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+            try:
+                found = os.fstat(self._fd)
+                if found.st_nlink == 0:  # compacted meanwhile: append to the new file
+                    self.close()
+                    continue
+                os.write(self._fd, data)
+                return found.st_size + len(data)
+            finally:
+                if self._fd is not None:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def append(path, data):
-    """Append whole lines (bytes) with one write, under a shared lock; the file's size afterwards."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            found = os.fstat(fd)
-            if found.st_nlink == 0:
-                continue  # compacted meanwhile: this file was replaced, append to the new one
-            if found.st_size and os.pread(fd, 1, found.st_size - 1) != b"\n":
-                data = b"\n" + data  # the last line was cut short: start on a line of our own
-            os.write(fd, data)
-            return found.st_size + len(data)
-        finally:
-            os.close(fd)  # releases the lock
+    """Append whole lines (bytes) to the store at path; the file's size afterwards."""
+    appender = Appender(path)
+    try:
+        return appender.write(data)
+    finally:
+        appender.close()
 
 
 def compact(path):
@@ -133,7 +157,7 @@ def compact(path):
             kept = parse(handle.read().decode("utf-8", "replace"))
         kept.bound(PER_REGISTRATION, OVERALL)
         lines = [_encode(record) for record in kept.records()]
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}")
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}")
         with open(temporary, "wb") as out:
             out.write(b"".join(lines))
         os.replace(temporary, path)
@@ -148,6 +172,7 @@ class Recorder:
         self.path = Path(path)
         self.db_path = db_path
         self.current = None  # the delivery being handled: its record fields and what it reported
+        self._store = Appender(self.path)
         self._tickets_db = None
         self._warned = False
 
@@ -179,12 +204,13 @@ class Recorder:
     def close(self):
         if events.listener == self.hear:
             events.listener = None
+        self._store.close()
         if self._tickets_db is not None:
             self._tickets_db.close()
             self._tickets_db = None
 
     def _begin(self, fields):
-        self.current = {"id": fields["id"], "delivery": secrets.token_hex(6), "ended": False,
+        self.current = {"id": fields["id"], "delivery": os.urandom(6).hex(), "ended": False,
                         "reported": set(), "after": 0}
         self.current["after"] = max(self._tickets(fields["id"], 0), default=0)
         self._write("received", redelivered=fields["redelivered"], after=self.current["after"],
@@ -207,7 +233,7 @@ class Recorder:
     def _write(self, event, **fields):
         record = {"id": self.current["id"], "delivery": self.current["delivery"], "event": event,
                   "time": round(time.time(), 3), **fields}
-        if append(self.path, _encode(record)) > COMPACT_BYTES:
+        if self._store.write(_encode(record)) > COMPACT_BYTES:
             compact(self.path)
 
     def _tickets(self, registration_id, above):
