@@ -65,13 +65,16 @@ def unit_env(tmp_path):
 
 def ready_line(unit, lang="en"):
     """Setup's last lines: the guide as plain text, then where to go next."""
-    guide, other = {"en": ("README.md", "日本語: README.ja.md"),
-                    "ja": ("README.ja.md", "English: README.md")}[lang]
     folder = f"scenarios/{FOLDERS[unit]}/"
+    guide = "README.ja.md" if lang == "ja" else "README.md"
     shown = guidetext.as_plain_text((SCENARIOS / FOLDERS[unit] / guide).read_text(encoding="utf-8"))
-    return (f"Ready. The guide follows: {folder}{guide} ({other.replace(': ', ': ' + folder)};"
+    if lang == "ja":
+        return (f"準備ができました。ガイドは次のとおりです: {folder}README.ja.md (English:"
+                f" {folder}README.md。NIGHTJAR_LANG=ja または en で選べます)\n\n" + shown + "\n"
+                f"準備完了: 上のガイドは {folder}README.ja.md です。Workstation: cd <tmp>/ws/ticket-desk\n")
+    return (f"Ready. The guide follows: {folder}README.md (日本語: {folder}README.ja.md;"
             " NIGHTJAR_LANG=ja or en chooses)\n\n" + shown + "\n"
-            f"Ready: the guide above is {folder}{guide}. Workstation: cd <tmp>/ws/ticket-desk\n")
+            f"Ready: the guide above is {folder}README.md. Workstation: cd <tmp>/ws/ticket-desk\n")
 
 
 SETUP = {
@@ -428,7 +431,13 @@ def test_the_here_document_pasted_from_the_printed_guide_ends_and_writes_the_sol
 
 
 def test_setup_shows_the_guide_in_the_learners_language(unit_env):
-    assert unit_env.script(1, "setup", LANG="ja_JP.UTF-8") == (0, SETUP[1] + ready_line(1, "ja"))
+    assert unit_env.script(1, "setup", LANG="ja_JP.UTF-8") == (0, (
+        "単元1 · 登録から入場券までを追う を準備します\n"
+        "Workstation <tmp>/ws/ticket-desk: ticket-desk/ のコピーとして作成しました\n"
+        "  handler.py: すでにこの単元の開始時の版です\n"
+        "データベース <tmp>/nightjar.db: この単元の開始状態で作成しました\n"
+        "  R-0001  Mina Patel: 券 1\n"
+        "キュー <queue>: 空です\n") + ready_line(1, "ja"))
     status, out = unit_env.script(1, "setup", LANG="ja_JP.UTF-8", NIGHTJAR_LANG="en")
     assert (status, out.split("Database ")[1:]) == (0, [
         "<tmp>/nightjar.db: already at the unit's start\n"

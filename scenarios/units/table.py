@@ -23,6 +23,10 @@ class Unit:
     def title(self):
         return heading(self.path / "README.md")
 
+    def title_in(self, lang):
+        """The title of the guide in that language ('ja': README.ja.md's)."""
+        return heading(self.path / ("README.ja.md" if lang == "ja" else "README.md"))
+
 
 UNITS = {
     1: Unit(1, "unit1-trace-registration", STARTING_HANDLER, (), ("Normal guest", "Lost guest"),
