@@ -5,14 +5,11 @@ unwritable store; whole transcripts compared, with desk.py history's times
 (+31.2 s) written as +<t> s.
 """
 
-import os
 import signal
-import subprocess
-import sys
 import time
 
 from labkit import Lab, ticket_rows
-from nightjar import history
+from nightjar import db as database, history
 from test_scenarios import history_times
 
 
@@ -206,3 +203,17 @@ def test_compaction_keeps_the_bounds_and_the_stories(tmp_path):
     history.append(store, history._encode({"id": "R-9999", "delivery": "x", "event": "received",
                                            "time": time.time(), "redelivered": False, "after": 0}))
     assert history.read(store).of("R-9999")
+
+
+def test_a_new_database_starts_a_new_history_and_off_records_nothing(tmp_path):
+    """make local's fresh start, or a deleted database: the old history beside it goes."""
+    db_path = tmp_path / "nightjar.db"
+    old = tmp_path / "nightjar.history.jsonl"
+    fake_deliveries(old, "R-0002", 2, time.time())
+    database.connect(str(db_path)).close()  # creates the database
+    assert not old.exists()
+    fake_deliveries(old, "R-0002", 2, time.time())
+    database.connect(str(db_path)).close()  # an existing database keeps its history
+    assert len(history.read(old).of("R-0002")) == 2
+    assert history.store_path(str(db_path), {history.ENV: "off"}) is None
+    assert history.store_path(str(db_path), {history.ENV: str(tmp_path / "x.jsonl")}) == tmp_path / "x.jsonl"
