@@ -214,7 +214,7 @@ class Recorder:
                         "reported": set(), "after": 0}
         self.current["after"] = max(self._tickets(fields["id"], 0), default=0)
         self._write("received", redelivered=fields["redelivered"], after=self.current["after"],
-                    worker=os.getpid())
+                    worker=os.getpid(), started=process_start(os.getpid()))
 
     def _step(self, event, fields):
         current = self.current
@@ -254,6 +254,36 @@ class Recorder:
                   f" {error}); deliveries go on as before, unrecorded.", file=sys.stderr, flush=True)
 
 
+def process_start(pid):
+    """When the process started (clock ticks since boot, from /proc), or None where /proc has no answer."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == b"Z" else int(fields[19])  # a zombie has ended
+
+
+def held_now(stored):
+    """The deliveries a worker holds right now, unacknowledged: [(Delivery, paused point or None)].
+
+    A delivery is held from `received` until it is settled or its worker
+    ends; a worker that ended without a word (killed) is found gone on this
+    machine by its process ID and start time. Exact for the lab's own
+    workers, which all record here; RabbitMQ's own statistics lag seconds.
+    """
+    found = []
+    for kept in stored.deliveries.values():
+        for delivery in kept:
+            if delivery.ended or any(step["event"] in ("ack", "nack", "reject") for step in delivery.steps):
+                continue
+            if delivery.worker is None or process_start(delivery.worker) != delivery.started:
+                continue
+            paused = [step.get("point") for step in delivery.steps if step["event"] == "paused"]
+            found.append((delivery, paused[-1] if paused else None))
+    return sorted(found, key=lambda held: held[0].time)
+
+
 # ---------------------------------------------------------------- reading
 
 @dataclass
@@ -266,6 +296,8 @@ class Delivery:
     redelivered: bool
     after: int
     steps: list = field(default_factory=list)   # the records after `received`
+    worker: int = None     # the worker's process ID and start time (process_start)
+    started: int = None
 
     @property
     def ended(self):
@@ -319,7 +351,8 @@ class History:
                                key=lambda d: d.time):
             found.append({"id": delivery.id, "delivery": delivery.token, "event": "received",
                           "time": delivery.time, "redelivered": delivery.redelivered,
-                          "after": delivery.after})
+                          "after": delivery.after, "worker": delivery.worker,
+                          "started": delivery.started})
             found.extend(delivery.steps)
         return found
 
@@ -348,7 +381,8 @@ def parse(text, registration_id=None):
                                                         float(record["since"]))
             elif kind == "received":
                 delivery = Delivery(registration, str(record["delivery"]), float(record["time"]),
-                                    bool(record["redelivered"]), int(record.get("after") or 0))
+                                    bool(record["redelivered"]), int(record.get("after") or 0),
+                                    worker=record.get("worker"), started=record.get("started"))
                 by_token[delivery.token] = delivery
                 history.deliveries.setdefault(registration, []).append(delivery)
             else:

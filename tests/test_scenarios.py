@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nightjar import db as database, registrations
-from labkit import NO_MANAGEMENT_LINE, Lab, ticket_rows
+from labkit import Lab, ticket_rows
 from nightjar.config import DEFAULT_AMQP_URL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,8 +228,7 @@ Registrations (5)
   R-0004  Same name     no ticket        no              ! waiting for its ticket
   R-0005  Same name     no ticket        no              ! waiting for its ticket
 3 with problems
-Queue <queue>: 2 ready, 0 dead-lettered (in <queue>.dead)
-{NO_MANAGEMENT_LINE}
+Queue <queue>: 2 ready, 0 unacknowledged, 0 dead-lettered (in <queue>.dead)
 [Workstation] $ python3 worker.py --pause after-commit
 Received R-0004 redelivered=True
 Paused after-commit.
@@ -255,8 +254,7 @@ Registrations (5)
   R-0004  Same name     ticket 6         yes
   R-0005  Same name     ticket 7         yes
 1 with problems
-Queue <queue>: 0 ready, 0 dead-lettered (in <queue>.dead)
-{NO_MANAGEMENT_LINE}
+Queue <queue>: 0 ready, 0 unacknowledged, 0 dead-lettered (in <queue>.dead)
 [Workstation] $ python3 desk.py retry R-0004
 Queued a new delivery of R-0004 (Same name).
 [Workstation] $ python3 worker.py --drain

@@ -93,12 +93,21 @@ def cmd_status(db, settings):
     except broker.BrokerUnavailable as error:
         print(f"Queue {settings.queue}: unknown. {error}")
         return 1
-    try:
-        held, why_not = f"{broker.unacknowledged_count(settings)} unacknowledged, ", None
-    except broker.NotCounted as reason:
-        held, why_not = "", reason
+    holding = held_by_workers(settings)
+    why_not = None
+    if holding is not None:  # exact and current: what the lab's workers hold right now
+        held = f"{len(holding)} unacknowledged, "
+    else:
+        try:
+            held = (f"{broker.unacknowledged_count(settings)} unacknowledged (RabbitMQ's statistics,"
+                    " which can be several seconds old), ")
+        except broker.NotCounted as reason:
+            held, why_not = "", reason
     print(f"Queue {settings.queue}: {ready} ready, {held}{dead} dead-lettered"
           f" (in {settings.dead_letter_queue})")
+    for delivery, paused in holding or []:
+        print(f"  {delivery.id} is held by worker.py (pid {delivery.worker})"
+              + (f", paused at {paused}" if paused else "") + ": not acknowledged yet")
     if why_not:
         print(f"Unacknowledged deliveries: the RabbitMQ management API {why_not}; set"
               " NIGHTJAR_MANAGEMENT_URL, or run rabbitmqctl list_queues name"
@@ -152,6 +161,17 @@ def list_histories(db, stored, path):
     print(f"The delivery history ({path}) keeps the last {history.PER_REGISTRATION} deliveries of"
           f" each registration and the last {history.OVERALL} in all.")
     return 0
+
+
+def held_by_workers(settings):
+    """The deliveries the lab's workers hold now (from the delivery history); None when it cannot say."""
+    path = history.store_path(settings.db_path)
+    if path is None:
+        return None
+    try:
+        return history.held_now(history.read(path))
+    except OSError:
+        return None
 
 
 @dataclass
