@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from nightjar.harness import processes
-
 from sitekit import ROOT, answers, free_port, node_port
 
 SCRIPT = ROOT / "scripts" / "local.py"
