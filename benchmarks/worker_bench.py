@@ -6,7 +6,7 @@
 2. Throughput: `worker.py --drain` over --messages messages (default 2000) with the unit 3
    handler, against a bare pika loop doing the same basic_get + INSERTs +
    commit + ack in the same run, on the same kind of database.
-3. The delivery history's cost: start-up and --drain with the history
+3. The delivery history's cost: start-up and --drain (wall and CPU time) with the history
    recorded and with NIGHTJAR_HISTORY=off, in alternating runs (--rounds
    drains each, every drain on a fresh database; the recorded history file
    is kept across rounds, so it grows and is compacted as in a long lab).
@@ -16,6 +16,7 @@ Uses its own queues and temporary databases; removes them afterwards.
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import sys
@@ -83,33 +84,45 @@ def drain_bare(lab, messages):
     return elapsed
 
 
+def with_cpu(measure):
+    """(wall seconds measure() returns, CPU seconds the programs it ran used: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = measure()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def history_cost(tmp, runs, messages, rounds):
-    """(start-up medians, drain medians) as {"on": s, "off": s}, measured in alternating runs."""
+    """{"start"|"drain": {"on"|"off": [(wall s, CPU s)]}}, measured in alternating back-to-back pairs."""
     labs = {"on": Lab(tmp / "on", queue_prefix="bench.on"), "off": Lab(tmp / "off", queue_prefix="bench.off")}
     labs["on"].extra_env[history.ENV] = str(tmp / "on" / "kept.history.jsonl")
     labs["off"].extra_env[history.ENV] = "off"
-    starts, drains = {"on": [], "off": []}, {"on": [], "off": []}
+    found = {"start": {"on": [], "off": []}, "drain": {"on": [], "off": []}}
     try:
         for lab in labs.values():
             lab.use_handler("unit3")
         for n in range(runs):
             for name in (("on", "off") if n % 2 == 0 else ("off", "on")):
-                starts[name] += startup(labs[name], 1)
+                found["start"][name].append(with_cpu(lambda: startup(labs[name], 1)[0]))
         for n in range(rounds):
             for name in (("on", "off") if n % 2 == 0 else ("off", "on")):
                 labs[name].db_path = str(tmp / name / f"round{n}.db")
-                drains[name].append(drain_with_worker(labs[name], messages))
+                found["drain"][name].append(with_cpu(lambda: drain_with_worker(labs[name], messages)))
     finally:
         for lab in labs.values():
             lab.cleanup()
-    return starts, drains
+    return found
 
 
-def cost(times):
-    """The history's cost as a percentage: the median of on/off ratios of back-to-back pairs
-    (a pair shares the machine's load of the moment, which on a shared machine drifts)."""
-    ratios = [on / off for on, off in zip(times["on"], times["off"])]
+def cost(pairs, which):
+    """The history's cost in %: the median of on/off ratios of back-to-back pairs (a pair shares
+    the machine's load of the moment, which on a shared machine drifts); which: 0 wall, 1 CPU."""
+    ratios = [on[which] / off[which] for on, off in zip(pairs["on"], pairs["off"])]
     return (statistics.median(ratios) - 1) * 100
+
+
+def median(pairs, name, which):
+    return statistics.median(times[which] for times in pairs[name])
 
 
 def main():
@@ -131,13 +144,13 @@ def main():
         print(f"--drain {args.messages} messages: worker {worker:.2f} s ({args.messages / worker:.0f}/s),"
               f" bare pika loop {bare:.2f} s ({args.messages / bare:.0f}/s),"
               f" ratio {bare / worker:.2f} (bare time / worker time)")
-        starts, drains = history_cost(tmp, args.runs, args.messages, args.rounds)
-        median = {name: {k: statistics.median(v) for k, v in times.items()}
-                  for name, times in (("starts", starts), ("drains", drains))}
-        print(f"delivery history on / off, alternating: start to exit median"
-              f" {median['starts']['on']:.3f} / {median['starts']['off']:.3f} s ({cost(starts):+.1f} %),"
-              f" --drain {args.messages} median {median['drains']['on']:.2f} /"
-              f" {median['drains']['off']:.2f} s ({cost(drains):+.1f} %)")
+        found = history_cost(tmp, args.runs, args.messages, args.rounds)
+        start, drain = found["start"], found["drain"]
+        print(f"delivery history on / off, alternating: start to exit median {median(start, 'on', 0):.3f} /"
+              f" {median(start, 'off', 0):.3f} s ({cost(start, 0):+.1f} %; CPU {cost(start, 1):+.1f} %),"
+              f" --drain {args.messages} median {median(drain, 'on', 0):.2f} / {median(drain, 'off', 0):.2f} s"
+              f" ({cost(drain, 0):+.1f} %; CPU {median(drain, 'on', 1):.2f} / {median(drain, 'off', 1):.2f} s,"
+              f" {cost(drain, 1):+.1f} %)")
     finally:
         lab.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

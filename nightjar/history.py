@@ -158,9 +158,13 @@ def compact(path):
         kept.bound(PER_REGISTRATION, OVERALL)
         lines = [_encode(record) for record in kept.records()]
         temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}")
-        with open(temporary, "wb") as out:
-            out.write(b"".join(lines))
-        os.replace(temporary, path)
+        try:
+            with open(temporary, "wb") as out:
+                out.write(b"".join(lines))
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)  # e.g. a full disk: the old file stays as it was
+            raise
     finally:
         os.close(fd)
 
@@ -175,6 +179,7 @@ class Recorder:
         self._store = Appender(self.path)
         self._tickets_db = None
         self._warned = False
+        self._worker = {"worker": os.getpid(), "started": process_start(os.getpid())}
 
     @classmethod
     def start(cls, settings):
@@ -214,7 +219,7 @@ class Recorder:
                         "reported": set(), "after": 0}
         self.current["after"] = max(self._tickets(fields["id"], 0), default=0)
         self._write("received", redelivered=fields["redelivered"], after=self.current["after"],
-                    worker=os.getpid(), started=process_start(os.getpid()))
+                    **self._worker)
 
     def _step(self, event, fields):
         current = self.current
@@ -237,21 +242,33 @@ class Recorder:
             compact(self.path)
 
     def _tickets(self, registration_id, above):
-        """Committed ticket numbers of the registration above `above`, read without the handler's connection."""
-        if self._tickets_db is None:
-            uri = Path(self.db_path).resolve().as_uri() + "?mode=ro"
-            # factory: a plain connection even where sqlite3.connect is watched (the grader's effects).
-            self._tickets_db = sqlite3.connect(uri, uri=True, timeout=1, factory=sqlite3.Connection)
-        rows = self._tickets_db.execute(
-            "SELECT number FROM tickets WHERE registration_id = ? AND number > ? ORDER BY number",
-            (registration_id, above))
-        return [number for (number,) in rows]
+        """Committed ticket numbers of the registration above `above`, read without the handler's
+        connection; [] (said once) when the database cannot be read now: the step is recorded anyway."""
+        try:
+            if self._tickets_db is None:
+                uri = Path(self.db_path).resolve().as_uri() + "?mode=ro"
+                # factory: a plain connection even where sqlite3.connect is watched (the grader's effects).
+                self._tickets_db = sqlite3.connect(uri, uri=True, timeout=1, factory=sqlite3.Connection)
+            rows = self._tickets_db.execute(
+                "SELECT number FROM tickets WHERE registration_id = ? AND number > ? ORDER BY number",
+                (registration_id, above))
+            return [number for (number,) in rows]
+        except sqlite3.Error as error:
+            self._warn(error)
+            return []
 
     def _warn(self, error):
-        if not self._warned:
-            self._warned = True
-            print(f"The delivery history could not be written to {self.path} ({type(error).__name__}:"
-                  f" {error}); deliveries go on as before, unrecorded.", file=sys.stderr, flush=True)
+        """One line on stderr, the first time only: the worker goes on either way."""
+        if self._warned:
+            return
+        self._warned = True
+        if isinstance(error, sqlite3.Error):
+            what = f"could not read the tickets in {self.db_path}"
+            after = "deliveries go on as before, recorded without their tickets"
+        else:
+            what, after = f"could not be written to {self.path}", "deliveries go on as before, unrecorded"
+        print(f"The delivery history {what} ({type(error).__name__}: {error}); {after}.",
+              file=sys.stderr, flush=True)
 
 
 def process_start(pid):

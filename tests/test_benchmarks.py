@@ -25,8 +25,9 @@ def test_worker_bench_measures_start_up_and_drain():
                         r" \d+\.\d\d s \(\d+/s\), ratio \d+\.\d\d \(bare time / worker time\)",
                         lines[1])
     assert re.fullmatch(r"delivery history on / off, alternating: start to exit median \d+\.\d{3} /"
-                        r" \d+\.\d{3} s \([+-]\d+\.\d %\), --drain 20 median \d+\.\d\d / \d+\.\d\d s"
-                        r" \([+-]\d+\.\d %\)", lines[2]), lines[2]
+                        r" \d+\.\d{3} s \([+-]\d+\.\d %; CPU [+-]\d+\.\d %\), --drain 20 median"
+                        r" \d+\.\d\d / \d+\.\d\d s \([+-]\d+\.\d %; CPU \d+\.\d\d / \d+\.\d\d s,"
+                        r" [+-]\d+\.\d %\)", lines[2]), lines[2]
 
 
 def test_grader_bench_grades_the_unit3_solution_on_a_private_node():
