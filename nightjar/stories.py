@@ -23,7 +23,6 @@ class Step:
     kind: str     # the history's event, or "committed", "no-word", "open"
     text: str     # as desk.py history prints it: "paused at before-write"
     label: str    # as the picture shows it: "Paused at before-write"
-    tickets: tuple = ()  # the ticket numbers a "committed" step names
 
 
 @dataclass
@@ -69,12 +68,11 @@ class Gap:
     start: float
     end: float
     summary: str
+    is_gap = True
 
     @property
     def count(self):
         return self.last - self.first + 1
-
-    is_gap = True
 
     @property
     def text(self):
@@ -154,7 +152,7 @@ def deliveries_phrase(n, word="delivery"):
 def ticket_text(numbers, existing):
     """'ticket 5 committed', 'tickets 5, 6 committed (6 deleted since)'."""
     gone = [n for n in numbers if n not in existing]
-    text = f"{'ticket' if len(numbers) == 1 else 'tickets'} {', '.join(map(str, numbers))} committed"
+    text = registrations.tickets_phrase(numbers) + " committed"
     if gone:
         text += " (deleted since)" if len(gone) == len(numbers) else (
             f" ({', '.join(map(str, gone))} deleted since)")
@@ -163,8 +161,8 @@ def ticket_text(numbers, existing):
 
 def committed(numbers, existing):
     """The step for tickets a delivery committed (existing: the numbers still in the database)."""
-    label = f"{'Ticket' if len(numbers) == 1 else 'Tickets'} {', '.join(map(str, numbers))} written"
-    return Step("committed", ticket_text(numbers, existing), label, tuple(numbers))
+    label = registrations.tickets_phrase(numbers).capitalize() + " written"
+    return Step("committed", ticket_text(numbers, existing), label)
 
 
 def tell(delivery, following, existing):
