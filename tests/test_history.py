@@ -151,9 +151,9 @@ def fake_deliveries(store, registration_id, count, start):
     for n in range(count):
         token = f"poison{n:04d}"
         at = start + n * 0.5
-        lines.append(history._encode({"id": registration_id, "delivery": token, "event": "received",
+        lines.append(history.encode({"id": registration_id, "delivery": token, "event": "received",
                                       "time": at, "redelivered": n > 0, "after": 0, "worker": 1}))
-        lines.append(history._encode({"id": registration_id, "delivery": token, "event": "raised",
+        lines.append(history.encode({"id": registration_id, "delivery": token, "event": "raised",
                                       "time": at + 0.1, "type": "ValueError", "message": "bad",
                                       "where": "handler.py:7"}))
     history.append(store, b"".join(lines))
@@ -200,7 +200,7 @@ def test_compaction_keeps_the_bounds_and_the_stories(tmp_path):
     assert before.trimmed["R-0002"].deliveries == 30 and len(before.of("R-0002")) == 20
     assert after.damaged == 0
     # Appending goes on in the compacted file.
-    history.append(store, history._encode({"id": "R-9999", "delivery": "x", "event": "received",
+    history.append(store, history.encode({"id": "R-9999", "delivery": "x", "event": "received",
                                            "time": time.time(), "redelivered": False, "after": 0}))
     assert history.read(store).of("R-9999")
 

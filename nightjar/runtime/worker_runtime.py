@@ -15,10 +15,11 @@ import traceback
 
 import pika.exceptions
 
-from .. import broker, db as database, events, history
+from .. import broker, db as database, events
 from ..broker import ConnectionLost  # noqa: F401  (worker.py lets it through to run())
 from ..config import Settings
 from ..messages import BadMessage, decode_job
+from .history_recorder import Recorder
 
 # The checkpoints the lab's handlers use (see handler.py).
 PAUSE_POINTS = ("before-write", "inside-transaction", "after-commit")
@@ -117,7 +118,7 @@ def session():
     settings = Settings.from_env()
     connection = broker.connect(settings)
     db = database.connect(settings.db_path)
-    recorder = history.Recorder.start(settings)
+    recorder = Recorder.start(settings)
     try:
         channel = ReceivingChannel(connection.channel())
         broker.declare_queues(channel, settings)
