@@ -19,19 +19,24 @@ record it was writing:
     {"id": "R-0003", "delivery": "9f2c41d07ab3", "event": "paused", "time": ..., "point": "before-write"}
     {"id": "R-0003", "delivery": "9f2c41d07ab3", "event": "ack", "time": ..., "committed": [5]}
 
-`after` is the highest ticket number the registration had when the delivery
+`after` is the highest ticket number the worker knew of when the delivery
 began: the tickets of a delivery that never said how it ended are the
-registration's tickets above it. `worker` and `started` (its process ID
+registration's tickets above it (and up to the next delivery's `after`). `worker` and `started` (its process ID
 and start time) tell whether the worker holding a delivery still runs. A
 line that is not such a record (a power cut mid-write, an edited file) is
 skipped and counted, never fatal.
 
 Bounded: the last PER_REGISTRATION deliveries of each registration and the
 last OVERALL deliveries in all are kept. When the file grows past
-COMPACT_BYTES, a worker rewrites it (under an exclusive flock; appenders
-hold a shared one) keeping only those, plus one `trimmed` record per
-registration that lost some: {"id", "event": "trimmed", "deliveries": N,
-"since": time of its first delivery}. Readers apply the same bounds.
+COMPACT_BYTES, a worker rewrites it keeping only those, plus one `trimmed`
+record per registration that lost some: {"id", "event": "trimmed",
+"deliveries": N, "since": time of its first delivery}. It does so under an
+exclusive flock, once no other worker has the file open (writers hold a
+shared one). Readers apply the same bounds.
+
+A delivery's last record says how it ended (returned, raised, interrupted,
+connection-lost), except after a plain ack: a settlement with nothing
+after it ends the story, and no `returned` record is written for it.
 
 The history is a teaching aid, not a promise to a guest: it is never
 fsynced, and nothing about it can fail or slow a delivery. Its writer
@@ -45,13 +50,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .events import SETTLING
+
 
 ENV = "NIGHTJAR_HISTORY"   # a path for the store, or "off"; default: beside the database
 PER_REGISTRATION = 20      # deliveries kept per registration (RabbitMQ's delivery limit is 20)
 OVERALL = 1000             # deliveries kept in all
 COMPACT_BYTES = 1 << 20    # rewrite the file once it grows past this
 
-# How a delivery ends, as far as the worker can say.
+# How a delivery ends, as far as the worker can say; how RabbitMQ is told it is done with.
 ENDINGS = {"returned", "raised", "interrupted", "connection-lost"}
 
 
@@ -91,35 +98,47 @@ def encode(record):
 
 
 class Appender:
-    """Appends whole lines (bytes) to the store, each with one write under a shared lock."""
+    """Appends whole lines (bytes) to the store, each with one write.
+
+    It holds a shared flock on the file while it has the file open, so a
+    compaction (which needs the exclusive lock) never runs under a writer:
+    one write() a record, no more.
+    """
+
+    CHECK_SIZE_EVERY = 64  # writes between looks at the file's real size (other writers add to it)
 
     def __init__(self, path):
         self.path = path
         self._fd = None
+        self._size = 0
+        self._writes = 0
 
     def write(self, data):
-        """Append `data`; the file's size afterwards."""
+        """Append `data`; the file's size afterwards (about: other writers' lines are seen now and then)."""
+        if self._fd is None:
+            self._open()
+            if self._size and os.pread(self._fd, 1, self._size - 1) != b"\n":
+                data = b"\n" + data  # the last line was cut short: start on a line of our own
+        os.write(self._fd, data)
+        self._writes += 1
+        self._size += len(data)
+        if self._writes % self.CHECK_SIZE_EVERY == 0:
+            self._size = os.fstat(self._fd).st_size
+        return self._size
+
+    def _open(self):
         while True:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-                size = os.fstat(self._fd).st_size
-                if size and os.pread(self._fd, 1, size - 1) != b"\n":
-                    data = b"\n" + data  # the last line was cut short: start on a line of our own
-            fcntl.flock(self._fd, fcntl.LOCK_SH)
-            try:
-                found = os.fstat(self._fd)
-                if found.st_nlink == 0:  # compacted meanwhile: append to the new file
-                    self.close()
-                    continue
-                os.write(self._fd, data)
-                return found.st_size + len(data)
-            finally:
-                if self._fd is not None:
-                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a compaction runs
+            found = os.fstat(fd)
+            if found.st_nlink:
+                self._fd, self._size = fd, found.st_size
+                return
+            os.close(fd)  # compacted (replaced) while we waited: open the new file
 
     def close(self):
         if self._fd is not None:
-            os.close(self._fd)
+            os.close(self._fd)  # releases the lock
             self._fd = None
 
 
@@ -132,16 +151,24 @@ def append(path, data):
         appender.close()
 
 
-def compact(path):
-    """Rewrite the file keeping only what the bounds keep (under an exclusive lock)."""
+def compact(path, appender=None):
+    """Rewrite the file keeping only what the bounds keep; False when a writer has it open (try later).
+
+    appender: the caller's own Appender, closed first (its shared lock would keep the exclusive one away).
+    """
+    if appender is not None:
+        appender.close()
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return
+        return True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # another worker is writing to it now
         if os.fstat(fd).st_nlink == 0:
-            return  # another worker compacted it first
+            return True  # another worker compacted it first
         with open(fd, "rb", closefd=False) as handle:
             kept = parse(handle.read().decode("utf-8", "replace"))
         kept.bound(PER_REGISTRATION, OVERALL)
@@ -154,6 +181,7 @@ def compact(path):
         except BaseException:
             temporary.unlink(missing_ok=True)  # e.g. a full disk: the old file stays as it was
             raise
+        return True
     finally:
         os.close(fd)
 
@@ -179,7 +207,7 @@ def held_now(stored):
     found = []
     for kept in stored.deliveries.values():
         for delivery in kept:
-            if delivery.ended or any(step["event"] in ("ack", "nack", "reject") for step in delivery.steps):
+            if delivery.ended or any(step["event"] in SETTLING for step in delivery.steps):
                 continue
             if delivery.worker is None or process_start(delivery.worker) != delivery.started:
                 continue
@@ -205,7 +233,9 @@ class Delivery:
 
     @property
     def ended(self):
-        return any(step["event"] in ENDINGS for step in self.steps)
+        """Did the worker say how it ended (a settlement as the last step says so too)?"""
+        return any(step["event"] in ENDINGS for step in self.steps) or bool(
+            self.steps and self.steps[-1]["event"] in SETTLING)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import history, registrations
+from .events import SETTLING
 
 SHOWN_FIRST, SHOWN_LAST = 3, 4   # a story longer than both together is summarised in between
 
@@ -174,7 +175,7 @@ def tell(delivery, following, existing):
         step = _step(record)
         if step is not None:
             steps.append(step)
-        settled = settled or record["event"] in ("ack", "nack", "reject")
+        settled = settled or record["event"] in SETTLING
     if delivery.ended:
         stop = next((s for s in reversed(steps)
                      if s.kind in ("raised", "interrupted", "connection-lost")), None)

@@ -109,7 +109,7 @@ def test_workers_draining_at_once_each_record_every_delivery(lab):
     assert sorted(stored.deliveries) == guests
     for guest in guests:
         (delivery,) = stored.of(guest)
-        assert [step["event"] for step in delivery.steps] == ["ack", "returned"]
+        assert [step["event"] for step in delivery.steps] == ["ack"]  # a plain ack ends the story
         assert delivery.steps[0]["committed"] == [t.number for t in lab.tickets(guest)]
     assert run(lab, "desk.py", "history")[1].splitlines()[0] == (
         "No registration has more than one delivery or more than one ticket.")
@@ -192,7 +192,11 @@ def test_compaction_keeps_the_bounds_and_the_stories(tmp_path):
     for n in range(1100):
         fake_deliveries(store, f"R-{n + 3:04d}", 1, start + 100 + n)
     before = history.read(store, "R-0002")
-    history.compact(store)
+    writer = history.Appender(store)
+    writer.write(b"")  # another worker has the file open: the compaction waits for a later try
+    assert history.compact(store) is False
+    writer.close()
+    assert history.compact(store) is True
     after = history.read(store)
     assert sum(len(kept) for kept in after.deliveries.values()) == history.OVERALL
     assert "R-0002" not in after.deliveries  # its deliveries were the oldest

@@ -133,6 +133,10 @@ def test_registration_to_downloaded_ticket(lab, site, page):
     expect(rows.locator("td.guest-name")).to_have_text(
         ["Mina Patel", "Normal guest", "Same name", "Same name"])
     expect(page.locator("#R-0002")).to_contain_text("Duplicate tickets (2)")
+    page.locator("#R-0002").get_by_role("link", name="Duplicate tickets (2): delivery history").click()
+    expect(page).to_have_url(site.url + "registrations/R-0002#delivery-history")
+    expect(page.get_by_role("region", name="Delivery history").locator(".history-text li")).to_have_count(2)
+    page.go_back()
     shot(page, "your-registrations")
     assert [row[1:] for row in ticket_rows(lab.tickets())] == [
         ("R-0001", "Mina Patel"), ("R-0002", "Normal guest"), ("R-0003", "Same name"),

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from .. import events
+from ..events import SETTLING
 from ..history import COMPACT_BYTES, ENDINGS, Appender, compact, encode, process_start, store_path
 
 # The events of a delivery the history keeps, with the fields it keeps of each.
@@ -30,22 +31,27 @@ LOOK_FOR_TICKETS = {"paused", "ack", "nack", "reject", "returned", "raised", "in
 class Recorder:
     """Writes the history of one worker run: listens to nightjar/events.py, one record per event."""
 
-    def __init__(self, path, db_path):
+    def __init__(self, path, db_path, db=None):
         self.path = Path(path)
         self.db_path = db_path
+        # The handler's connection, only ever asked its total_changes (a counter; no SQL): when it
+        # has not moved since the last look and no transaction was open, no ticket can be new.
+        self.db = db
         self.current = None  # the delivery being handled: its record fields and what it reported
         self._store = Appender(self.path)
+        self._next_compaction = COMPACT_BYTES
+        self._highest = None  # the highest ticket number this run knows of
         self._tickets_db = None
         self._warned = False
         self._worker = {"worker": os.getpid(), "started": process_start(os.getpid())}
 
     @classmethod
-    def start(cls, settings):
+    def start(cls, settings, db=None):
         """A Recorder for this run, listening to the worker's events; None when the history is off."""
         path = store_path(settings.db_path)
         if path is None:
             return None
-        recorder = cls(path, settings.db_path)
+        recorder = cls(path, settings.db_path, db)
         events.listener = recorder.hear
         return recorder
 
@@ -73,10 +79,12 @@ class Recorder:
             self._tickets_db = None
 
     def _begin(self, fields):
+        if self._highest is None:  # once a run; then what this worker's looks have seen
+            self._highest = max(self._tickets(None, 0), default=0)
         self.current = {"id": fields["id"], "delivery": os.urandom(6).hex(), "ended": False,
-                        "reported": set(), "after": 0}
-        self.current["after"] = max(self._tickets(fields["id"], 0), default=0)
-        self._write("received", redelivered=fields["redelivered"], after=self.current["after"],
+                        "reported": set(), "after": self._highest, "seen": None,
+                        "last": "received"}
+        self._write("received", redelivered=fields["redelivered"], after=self._highest,
                     **self._worker)
 
     def _step(self, event, fields):
@@ -86,31 +94,61 @@ class Recorder:
                 return  # e.g. Ctrl+C after handle() returned: that delivery's story is told
             current["ended"] = True
         if event in LOOK_FOR_TICKETS:
-            new = [n for n in self._tickets(current["id"], current["after"])
-                   if n not in current["reported"]]
+            new = self._new_tickets()
             if new:
-                current["reported"].update(new)
                 fields["committed"] = new
+        if event == "returned" and current["last"] in SETTLING and not fields:
+            return  # a plain ack (or nack, reject) then return: the settlement ends the story
+        current["last"] = event
         self._write(event, **fields)
+
+    def _new_tickets(self):
+        """Tickets of the current registration committed since the last look (none when nothing changed)."""
+        current = self.current
+        changes = self.db.total_changes if self.db is not None else None
+        if changes is not None and changes == current["seen"]:
+            return []
+        new = [n for n in self._tickets(current["id"], current["after"]) if n not in current["reported"]]
+        current["reported"].update(new)
+        self._highest = max([self._highest, *new])
+        # Changes in a transaction still open are not committed yet: look again next time.
+        current["seen"] = None if changes is None or self.db.in_transaction else changes
+        return new
 
     def _write(self, event, **fields):
         record = {"id": self.current["id"], "delivery": self.current["delivery"], "event": event,
                   "time": round(time.time(), 3), **fields}
-        if self._store.write(encode(record)) > COMPACT_BYTES:
-            compact(self.path)
+        size = self._store.write(encode(record))
+        if size > self._next_compaction:
+            # Not while another worker has the file open: then again once it has grown some more.
+            compacted = compact(self.path, self._store)
+            self._next_compaction = COMPACT_BYTES if compacted else size + COMPACT_BYTES // 4
 
     def _tickets(self, registration_id, above):
-        """Committed ticket numbers of the registration above `above`, read without the handler's
-        connection; [] (said once) when the database cannot be read now: the step is recorded anyway."""
+        """Committed ticket numbers of the registration above `above` (registration_id None: the
+        highest of all); [] (said once) when the database cannot be read now: the step is recorded anyway.
+
+        Between the handler's transactions, through its connection (a plain cursor, so no
+        watcher of its statements sees it), which is cheapest; while one is open (a pause inside
+        it), through a read-only connection of the history's own, which sees only what is
+        committed and leaves the handler's transaction alone.
+        """
         try:
-            if self._tickets_db is None:
-                uri = Path(self.db_path).resolve().as_uri() + "?mode=ro"
-                # factory: a plain connection even where sqlite3.connect is watched (the grader's effects).
-                self._tickets_db = sqlite3.connect(uri, uri=True, timeout=1, factory=sqlite3.Connection)
-            rows = self._tickets_db.execute(
-                "SELECT number FROM tickets WHERE registration_id = ? AND number > ? ORDER BY number",
-                (registration_id, above))
-            return [number for (number,) in rows]
+            if self.db is not None and not self.db.in_transaction:
+                cursor = sqlite3.Cursor(self.db)
+            else:
+                if self._tickets_db is None:
+                    uri = Path(self.db_path).resolve().as_uri() + "?mode=ro"
+                    # factory: a plain connection even where sqlite3.connect is watched (the grader's effects).
+                    self._tickets_db = sqlite3.connect(uri, uri=True, timeout=1,
+                                                       factory=sqlite3.Connection)
+                cursor = self._tickets_db.cursor()
+            if registration_id is None:  # the highest of all
+                rows = cursor.execute("SELECT max(number) FROM tickets WHERE number > ?", (above,))
+            else:
+                rows = cursor.execute("SELECT number FROM tickets WHERE registration_id = ?"
+                                      " AND number > ? ORDER BY number", (registration_id, above))
+            return [number for (number,) in rows if number is not None]
         except sqlite3.Error as error:
             self._warn(error)
             return []

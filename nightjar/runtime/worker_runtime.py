@@ -118,7 +118,7 @@ def session():
     settings = Settings.from_env()
     connection = broker.connect(settings)
     db = database.connect(settings.db_path)
-    recorder = Recorder.start(settings)
+    recorder = Recorder.start(settings, db)
     try:
         channel = ReceivingChannel(connection.channel())
         broker.declare_queues(channel, settings)
