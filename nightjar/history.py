@@ -9,10 +9,13 @@ and, on a record, `committed` (ticket numbers of the registration that
 became visible since the previous record). `desk.py history` and the
 site's registration page read it (nightjar/stories.py).
 
-The store is JSON Lines, one record a line, each appended with a single
-os.write() on a file opened with O_APPEND, so records of several workers at
-once never interleave and a worker killed mid-delivery loses at most the
-record it was writing:
+The store is JSON Lines, one record a line, whole lines appended with a
+single os.write() on a file opened with O_APPEND, so records of several
+workers at once never interleave. A delivery's start and a pause are
+written at once; its other steps with the next of those, or at the run's
+end (one append a delivery in a --drain: each append makes the database's
+next fsync a little dearer), so a worker killed outright loses at most the
+steps since:
 
     {"id": "R-0003", "delivery": "9f2c41d07ab3", "event": "received", "time": 1733212345.125,
      "redelivered": false, "after": 0, "worker": 4242, "started": 918273}

@@ -23,6 +23,10 @@ KEPT = {
     "no-ack": (), "transaction-open": (), "pause-not-reached": ("point",),
     "connection-lost": ("during", "type"), "interrupted": (),
 }
+# Written at once: a delivery's start and a pause, after which a worker may wait long (or be
+# killed). The other steps join the next such write, or the run's end: in a --drain that is
+# one append a delivery. A worker killed outright in between loses those last steps only.
+AT_ONCE = {"received", "paused"}
 # Events after which tickets may have been committed: the history looks before recording them.
 LOOK_FOR_TICKETS = {"paused", "ack", "nack", "reject", "returned", "raised", "interrupted",
                     "connection-lost"}
@@ -39,6 +43,7 @@ class Recorder:
         self.db = db
         self.current = None  # the delivery being handled: its record fields and what it reported
         self._store = Appender(self.path)
+        self._waiting = []  # encoded records not written yet (see AT_ONCE)
         self._next_compaction = COMPACT_BYTES
         self._highest = None  # the highest ticket number this run knows of
         self._tickets_db = None
@@ -71,8 +76,13 @@ class Recorder:
             self.hear(event, fields)
 
     def close(self):
+        """The run's end: write what is still waiting, let go of the file."""
         if events.listener == self.hear:
             events.listener = None
+        try:
+            self._flush()
+        except Exception as error:  # noqa: BLE001  (nothing may fail the worker)
+            self._warn(error)
         self._store.close()
         if self._tickets_db is not None:
             self._tickets_db.close()
@@ -118,7 +128,16 @@ class Recorder:
     def _write(self, event, **fields):
         record = {"id": self.current["id"], "delivery": self.current["delivery"], "event": event,
                   "time": round(time.time(), 3), **fields}
-        size = self._store.write(encode(record))
+        self._waiting.append(encode(record))
+        if event in AT_ONCE:
+            self._flush()
+
+    def _flush(self):
+        if not self._waiting:
+            return
+        data = b"".join(self._waiting)
+        self._waiting.clear()
+        size = self._store.write(data)
         if size > self._next_compaction:
             # Not while another worker has the file open: then again once it has grown some more.
             compacted = compact(self.path, self._store)
