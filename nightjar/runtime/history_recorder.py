@@ -2,8 +2,10 @@
 
 One Recorder a worker run; worker_runtime.session() starts and closes it.
 Nothing it does can fail or change a delivery: every error is swallowed
-and said once on stderr, and it reads committed tickets through a
-read-only connection of its own, never the handler's.
+and said once on stderr. It never writes to the database, and reads the
+committed tickets either between the handler's transactions (a plain
+cursor on the handler's connection) or through a read-only connection of
+its own while one is open, so the handler's transaction never sees it.
 """
 
 import os
@@ -38,8 +40,8 @@ class Recorder:
     def __init__(self, path, db_path, db=None):
         self.path = Path(path)
         self.db_path = db_path
-        # The handler's connection, only ever asked its total_changes (a counter; no SQL): when it
-        # has not moved since the last look and no transaction was open, no ticket can be new.
+        # The handler's connection: its total_changes (a counter) says whether a ticket can be new
+        # since the last look, and between its transactions the look reads through it.
         self.db = db
         self.current = None  # the delivery being handled: its record fields and what it reported
         self._store = Appender(self.path)
