@@ -10,6 +10,10 @@
 3. `make local`: seconds from starting it to the site answering /healthz,
    with the machine's broker (median of LOCAL_RUNS) and once with a private
    node started by make local.
+4. The registration page with a delivery history of HISTORY_DELIVERIES real
+   deliveries of one registration (the unit 3 handler, --drain): its render
+   time, sequential, median of PAGE_GETS requests, beside a page whose
+   registration has one delivery.
 
 Uses its own queue, database, var/ and Workstation folder in a temporary
 directory; removes the queues and stops what it started.
@@ -30,13 +34,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from labkit import Lab  # noqa: E402
-from nightjar import queueing  # noqa: E402
+from nightjar import broker, queueing  # noqa: E402
 from sitekit import FormClient, Site, answers, free_port, node_port  # noqa: E402
 
 POSTS = 200
 LOAD_SECONDS = 30
 LOAD_CONNECTIONS = 16
 LOCAL_RUNS = 5
+HISTORY_DELIVERIES = 200
+PAGE_GETS = 100
 
 PY_LOAD = r"""
 import sys, threading, time, urllib.request
@@ -122,6 +128,29 @@ def make_local_seconds(lab, run, **extra):
     return seconds
 
 
+def page_with_history(lab, site):
+    """Median ms of GET on a registration page with HISTORY_DELIVERIES deliveries, and with one."""
+    lab.use_handler("unit3")
+    many, one = lab.register("Often delivered"), lab.register("Once delivered")
+    connection = broker.connect(lab.settings)
+    channel = broker.open_channel(connection, lab.settings)
+    for _ in range(HISTORY_DELIVERIES - 1):
+        broker.publish_job(channel, lab.settings, many, "Often delivered")
+    connection.close()
+    assert lab.run("worker.py", "--drain", timeout=600).returncode == 0
+    client = FormClient(site.url)
+    medians = {}
+    for name, registration_id in (("history", many), ("one_delivery", one)):
+        times = []
+        for _ in range(PAGE_GETS):
+            started = time.perf_counter()
+            status, text = client.get(f"registrations/{registration_id}")
+            times.append((time.perf_counter() - started) * 1000)
+            assert status == 200 and "Delivery history" in text
+        medians[name] = round(statistics.median(times), 1)
+    return medians
+
+
 def main():
     results = {}
     with tempfile.TemporaryDirectory(prefix="nightjar-site-bench-") as tmp:
@@ -131,6 +160,7 @@ def main():
             results["registration"] = registration_latency(lab, site)
             lab.run("worker.py", "--drain", timeout=300)
             results["registration_page_load"] = load(site.url + "registrations/R-0002")
+            results["history_page_ms"] = page_with_history(lab, site)
         finally:
             site.stop()
             lab.cleanup()
@@ -156,6 +186,9 @@ def main():
           f" median {reg['post_median_ms']} ms, p90 {reg['post_p90_ms']} ms"
           f" (in-process register(): median {reg['in_process_register_median_ms']} ms)")
     print(f"Registration page under load ({page['tool']}): {page['requests_per_second']:.0f} requests/s")
+    pages = results["history_page_ms"]
+    print(f"Registration page with {HISTORY_DELIVERIES} deliveries in its history: median"
+          f" {pages['history']} ms (one delivery: {pages['one_delivery']} ms), {PAGE_GETS} sequential GETs")
     print(f"make local to the site answering: median {local['machine_broker_median_s']} s"
           f" (machine's broker)" + (f", {local['private_node_s']} s starting a private node"
                                      if "private_node_s" in local else ""))

@@ -6,13 +6,17 @@
 2. Throughput: `worker.py --drain` over --messages messages (default 2000) with the unit 3
    handler, against a bare pika loop doing the same basic_get + INSERTs +
    commit + ack in the same run, on the same kind of database.
+3. The delivery history's cost: start-up and --drain (wall and CPU time) with the history
+   recorded and with NIGHTJAR_HISTORY=off, in alternating runs (--rounds
+   drains each, every drain on a fresh database; the recorded history file
+   is kept across rounds, so it grows and is compacted as in a long lab).
 
 Uses its own queues and temporary databases; removes them afterwards.
 """
 
 import argparse
-import argparse
 import json
+import resource
 import shutil
 import statistics
 import sys
@@ -24,8 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from labkit import Lab  # noqa: E402
-from nightjar import broker, db as database  # noqa: E402
-
+from nightjar import broker, db as database, history  # noqa: E402
 
 
 def fill(lab, count):
@@ -81,10 +84,53 @@ def drain_bare(lab, messages):
     return elapsed
 
 
+def with_cpu(measure):
+    """(wall seconds measure() returns, CPU seconds the programs it ran used: user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = measure()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def history_cost(tmp, runs, messages, rounds):
+    """{"start"|"drain": {"on"|"off": [(wall s, CPU s)]}}, measured in alternating back-to-back pairs."""
+    labs = {"on": Lab(tmp / "on", queue_prefix="bench.on"), "off": Lab(tmp / "off", queue_prefix="bench.off")}
+    labs["on"].extra_env[history.ENV] = str(tmp / "on" / "kept.history.jsonl")
+    labs["off"].extra_env[history.ENV] = "off"
+    found = {"start": {"on": [], "off": []}, "drain": {"on": [], "off": []}}
+    try:
+        for lab in labs.values():
+            lab.use_handler("unit3")
+        for n in range(runs):
+            for name in (("on", "off") if n % 2 == 0 else ("off", "on")):
+                found["start"][name].append(with_cpu(lambda: startup(labs[name], 1)[0]))
+        for n in range(rounds):
+            for name in (("on", "off") if n % 2 == 0 else ("off", "on")):
+                labs[name].db_path = str(tmp / name / f"round{n}.db")
+                found["drain"][name].append(with_cpu(lambda: drain_with_worker(labs[name], messages)))
+    finally:
+        for lab in labs.values():
+            lab.cleanup()
+    return found
+
+
+def cost(pairs, which):
+    """The history's cost in %: the median of on/off ratios of back-to-back pairs (a pair shares
+    the machine's load of the moment, which on a shared machine drifts); which: 0 wall, 1 CPU."""
+    ratios = [on[which] / off[which] for on, off in zip(pairs["on"], pairs["off"])]
+    return (statistics.median(ratios) - 1) * 100
+
+
+def median(pairs, name, which):
+    return statistics.median(times[which] for times in pairs[name])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21, help="start-up runs (default 21)")
     parser.add_argument("--messages", type=int, default=2000, help="messages to drain (default 2000)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="drains with and without the history, alternating (default 5 each)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="nightjar-bench-"))
     lab = Lab(tmp, queue_prefix="bench")
@@ -98,6 +144,13 @@ def main():
         print(f"--drain {args.messages} messages: worker {worker:.2f} s ({args.messages / worker:.0f}/s),"
               f" bare pika loop {bare:.2f} s ({args.messages / bare:.0f}/s),"
               f" ratio {bare / worker:.2f} (bare time / worker time)")
+        found = history_cost(tmp, args.runs, args.messages, args.rounds)
+        start, drain = found["start"], found["drain"]
+        print(f"delivery history on / off, alternating: start to exit median {median(start, 'on', 0):.3f} /"
+              f" {median(start, 'off', 0):.3f} s ({cost(start, 0):+.1f} %; CPU {cost(start, 1):+.1f} %),"
+              f" --drain {args.messages} median {median(drain, 'on', 0):.2f} / {median(drain, 'off', 0):.2f} s"
+              f" ({cost(drain, 0):+.1f} %; CPU {median(drain, 'on', 1):.2f} / {median(drain, 'off', 1):.2f} s,"
+              f" {cost(drain, 1):+.1f} %)")
     finally:
         lab.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -7,6 +7,8 @@ it does not exist yet, so a fresh NIGHTJAR_DB path is all a program needs.
 import sqlite3
 from pathlib import Path
 
+from . import history
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -53,8 +55,9 @@ def connect(path):
     # the speed NORMAL would buy.
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = FULL")
-    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-        _create(db)
+    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION and _create(db):
+        # A new database starts a new story: an old delivery history beside it is not its own.
+        history.clear(history.store_path(path))
     return db
 
 
@@ -98,11 +101,13 @@ def _side_files(path):
 
 
 def _create(db):
+    """Create the schema and seed; True when this call created them."""
     # BEGIN IMMEDIATE takes the write lock first, so two programs starting at
     # once cannot both create the schema; the second sees the version and stops.
     db.execute("BEGIN IMMEDIATE")
     try:
-        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        created = db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION
+        if created:
             for statement in SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
@@ -113,3 +118,4 @@ def _create(db):
     except BaseException:
         db.execute("ROLLBACK")
         raise
+    return created

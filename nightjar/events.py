@@ -31,6 +31,11 @@ The grader's own watcher (nightjar/harness/effects.py) adds, to the same file:
     before-ack         tag         a basic_ack is about to be sent to RabbitMQ
     stop               effect      the watcher kills the worker at this effect
 
+The worker's delivery history (nightjar/history.py) hears the same events
+in the worker's process, whether or not NIGHTJAR_EVENTS is set, and keeps
+them per delivery beside the live database; it adds `interrupted` (Ctrl+C
+stopped the worker during a delivery), which this file never holds.
+
 Messages are shortened with shorten() so one huge exception cannot make a
 huge file; the same helper bounds the grader's reasons.
 """
@@ -53,13 +58,25 @@ def shorten(text, limit=MESSAGE_LIMIT, mark=SHORTENED):
     return text[:limit - len(mark)] + mark
 
 
+# One more listener of the same events in the worker's process: the delivery
+# history (nightjar/history.py), called as listener(event, fields).
+listener = None
+
+
 def enabled():
     """True when this run records events (NIGHTJAR_EVENTS is set)."""
     return bool(os.environ.get(ENV))
 
 
+def wanted():
+    """True when someone listens: the events file, or the delivery history."""
+    return listener is not None or enabled()
+
+
 def record(event, **fields):
-    """Append one event to the file named by NIGHTJAR_EVENTS; nothing when it is unset."""
+    """Append one event to the file named by NIGHTJAR_EVENTS (nothing when unset); tell the listener."""
+    if listener is not None:
+        listener(event, fields)
     path = os.environ.get(ENV)
     if not path:
         return

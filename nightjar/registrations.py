@@ -27,10 +27,10 @@ def clean_name(raw):
 
 
 def tickets_phrase(tickets, word="ticket"):
-    """'ticket 2', 'tickets 2, 3' or 'no ticket' (word: e.g. 'extra ticket')."""
+    """'ticket 2', 'tickets 2, 3' or 'no ticket' (tickets: Tickets or their numbers; word: e.g. 'extra ticket')."""
     if not tickets:
         return f"no {word}"
-    numbers = ", ".join(str(t.number) for t in tickets)
+    numbers = ", ".join(str(getattr(t, "number", t)) for t in tickets)
     return f"{word} {numbers}" if len(tickets) == 1 else f"{word}s {numbers}"
 
 

@@ -18,13 +18,17 @@ def bench(script, *args):
 
 
 def test_worker_bench_measures_start_up_and_drain():
-    lines = bench("worker_bench.py", "--runs", "2", "--messages", "20")
-    assert len(lines) == 2, lines
+    lines = bench("worker_bench.py", "--runs", "2", "--messages", "20", "--rounds", "1")
+    assert len(lines) == 3, lines
     assert re.fullmatch(r"worker\.py start to exit, one message: median \d+\.\d{3} s"
                         r" \(min \d+\.\d{3}, max \d+\.\d{3}, 2 runs\)", lines[0])
     assert re.fullmatch(r"--drain 20 messages: worker \d+\.\d\d s \(\d+/s\), bare pika loop"
                         r" \d+\.\d\d s \(\d+/s\), ratio \d+\.\d\d \(bare time / worker time\)",
                         lines[1])
+    assert re.fullmatch(r"delivery history on / off, alternating: start to exit median \d+\.\d{3} /"
+                        r" \d+\.\d{3} s \([+-]\d+\.\d %; CPU [+-]\d+\.\d %\), --drain 20 median"
+                        r" \d+\.\d\d / \d+\.\d\d s \([+-]\d+\.\d %; CPU \d+\.\d\d / \d+\.\d\d s,"
+                        r" [+-]\d+\.\d %\)", lines[2]), lines[2]
 
 
 def test_grader_bench_grades_the_unit3_solution_on_a_private_node():

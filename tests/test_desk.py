@@ -1,6 +1,7 @@
 """desk.py on real rows: status, register, retry, and the local repair of duplicate tickets."""
 
 from labkit import NO_MANAGEMENT_LINE, ticket_rows
+from nightjar import history
 
 
 def db_rows(lab):
@@ -31,14 +32,35 @@ def test_status_shows_tickets_problems_and_queue(lab):
     q, dlq = lab.queue, lab.settings.dead_letter_queue
     assert result.stdout.splitlines() == [
         "Registrations (4)",
-        "  R-0001  Mina Patel     ticket 1        completed",
-        "  R-0002  Normal guest   tickets 2, 3    -          ! duplicate tickets (2)",
-        "  R-0003  Other guest    ticket 4        -",
-        "  R-0004  Waiting guest  no ticket       -          ! waiting for its ticket",
+        "  ID      Guest name     Tickets         Completion key",
+        "  R-0001  Mina Patel     ticket 1        yes",
+        "  R-0002  Normal guest   tickets 2, 3    no              ! duplicate tickets (2)",
+        "  R-0003  Other guest    ticket 4        no",
+        "  R-0004  Waiting guest  no ticket       no              ! waiting for its ticket",
         "2 with problems",
-        f"Queue {q}: 1 ready, 0 dead-lettered (in {dlq})",
-        NO_MANAGEMENT_LINE,
+        f"Queue {q}: 1 ready, 0 unacknowledged, 0 dead-lettered (in {dlq})",
     ]
+
+
+def test_status_counts_what_the_workers_hold_now(lab):
+    """Exact at once from the delivery history; RabbitMQ's statistics lag (and need the management API)."""
+    lab.use_handler("unit2")
+    q, dlq = lab.queue, lab.settings.dead_letter_queue
+    paused = lab.register("Paused guest")
+    worker = lab.start("worker.py", "--pause", "before-write")
+    worker.wait_for("Paused before-write.")
+    assert lab.run("desk.py", "status").stdout.splitlines()[-2:] == [
+        f"Queue {q}: 0 ready, 1 unacknowledged, 0 dead-lettered (in {dlq})",
+        f"  {paused} is held by worker.py (pid {worker.process.pid}), paused at before-write:"
+        " not acknowledged yet"]
+    worker.kill()  # killed outright: RabbitMQ has the delivery back at once, and so has status
+    worker.finish()
+    assert lab.comes_back()
+    assert lab.run("desk.py", "status").stdout.splitlines()[-1] == (
+        f"Queue {q}: 1 ready, 0 unacknowledged, 0 dead-lettered (in {dlq})")
+    lab.extra_env[history.ENV] = "off"  # no history: the management API, which does not answer here
+    assert lab.run("desk.py", "status").stdout.splitlines()[-2:] == [
+        f"Queue {q}: 1 ready, 0 dead-lettered (in {dlq})", NO_MANAGEMENT_LINE]
 
 
 def test_register_queues_through_the_site_code_path(lab):

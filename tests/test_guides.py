@@ -3,22 +3,32 @@
 - ja and en guides carry the same commands, in the same order;
 - every command in a code block, and every `python3 ...`/`make ...` in the
   text, names a real program and parses (argparse, make -n);
-- each unit's code blocks, run in order in a lab of its own (a real worker,
-  a real Ctrl+C at each pause), bring the unit from its setup to done;
+- on a terminal the guide is a page (rich) that fits the terminal's width,
+  in both languages, with every code block printed as it is; piped, plain;
+- each unit's code blocks, copied from the printed page (English and
+  Japanese) and run in order in a lab of its own (a real worker, a real
+  Ctrl+C at each pause), bring the unit from its setup to done, and print
+  what the guide shows they print;
 - the lesson code, typed at a real `python3 -i` prompt as the guide shows,
   prints exactly the transcript.
 """
 
+import fcntl
 import os
+import pty
 import re
 import shlex
+import struct
 import subprocess
 import sys
+import termios
+import threading
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 
-from test_scenarios import FOLDERS, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
+from test_scenarios import FOLDERS, history_times, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
 from nightjar.config import Settings
 from nightjar.harness import processes
 
@@ -26,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 sys.path.insert(0, str(SCENARIOS))
 from units.table import UNITS  # noqa: E402  (scenarios/units/table.py: the lab's units)
+import guidetext  # noqa: E402
 import lessonkit  # noqa: E402
 
 LESSONS = ("cl-13-2-queue-redelivery", "cl-13-3-delivery-resume")
@@ -35,11 +46,13 @@ FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```$", re.S | re.M)
 INLINE = re.compile(r"`((?:python3|make) [^`]+)`")
 
 
-def blocks(guide, after=None):
-    """(language, code) of each fenced block, the code without its indent; from `after` on."""
+def blocks(guide, after=None, before=None):
+    """(language, code) of each fenced block, the code without its indent; from `after` on, up to `before`."""
     text = guide.read_text(encoding="utf-8")
     if after:
         text = text[text.index(after):]
+    if before:
+        text = text[:text.index(before)]
     found = []
     for indent, language, body in FENCE.findall(text):
         code = "".join(line[len(indent):] if line.strip() else "\n"
@@ -120,17 +133,88 @@ def guests_to_register(unit):
     return u.goal_guests[len(u.start_guests):]
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Where each guide's walk starts, and where its steps start.
+MARKERS = {"README.md": ("**Start:**", "## Steps"), "README.ja.md": ("**開始状態:**", "## 手順")}
+
+
+def printed(guide, width=80):
+    """The guide as `make unit` prints it on a terminal `width` columns wide, as the learner copies it."""
+    return ANSI.sub("", guidetext.as_terminal_text(guide.read_text(encoding="utf-8"), width))
+
+
+def as_printed(page, code):
+    """The code block as the printed page has it: its lines, whole, from the first column."""
+    lines = page.split("\n")
+    wanted = code.rstrip("\n").split("\n")
+    for n in range(len(lines) - len(wanted) + 1):
+        if lines[n:n + len(wanted)] == wanted and (n == 0 or lines[n - 1] == ""):
+            return "\n".join(lines[n:n + len(wanted)]) + "\n"
+    raise AssertionError(f"not printed as it is:\n{code}")
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_guide_on_a_terminal_fits_its_width_and_prints_each_code_block_as_it_is(guide):
+    for width in (60, 100):
+        page = printed(guide, width)
+        code_lines = {line for _, code in blocks(guide) for line in code.split("\n")}
+        assert max(cell_len(line) for line in page.split("\n") if line not in code_lines) <= width
+        for _, code in blocks(guide):
+            as_printed(page, code)
+        assert "```" not in page and "**" not in page
+
+
+def test_show_prints_a_page_on_a_terminal_and_plain_text_when_piped(tmp_path):
+    folder = SCENARIOS / FOLDERS[2]
+    markdown = (folder / "README.md").read_text(encoding="utf-8")
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 72, 0, 0))
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: _read(leader), b"")))
+    reader.start()
+    with open(follower, "w", encoding="utf-8") as terminal:
+        guidetext.show(folder, "en", stream=terminal)
+    reader.join(timeout=10)
+    os.close(leader)
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert shown == guidetext.as_terminal_text(markdown, 72)
+    piped = tmp_path / "piped.txt"
+    with open(piped, "w", encoding="utf-8") as plain:
+        guidetext.show(folder, "en", stream=plain)
+    assert piped.read_text(encoding="utf-8") == guidetext.as_plain_text(markdown)
+
+
+def _read(fd):
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the terminal's other end closed: all read
+        return b""
+
+
+@pytest.mark.parametrize("name", ["README.md", "README.ja.md"])
 @pytest.mark.parametrize("unit", [1, 2, 3])
-def test_the_guides_commands_run_as_written_take_the_unit_to_done(unit, unit_env):
+def test_the_guides_printed_blocks_pasted_into_a_shell_take_the_unit_to_done(unit, name, unit_env):
     assert unit_env.script(unit, "setup")[0] == 0
-    for name in guests_to_register(unit):
-        unit_env.register(name)
+    guide = SCENARIOS / FOLDERS[unit] / name
+    page = printed(guide)
     folder = unit_env.workstation
     # `python3` in the guide is the lab's Python, as after `source .venv/bin/activate`.
     env = dict(unit_env.env, PATH=os.pathsep.join((str(Path(sys.executable).parent),
                                                     os.environ["PATH"])))
-    last_status = None
-    for language, code in blocks(SCENARIOS / FOLDERS[unit] / "README.md", after="## Steps"):
+    # What comes before the steps (unit 3's first look at the second window), then the
+    # steps, whose guests the learner registers in Nightjar.
+    start, steps = MARKERS[name]
+    walk = [*blocks(guide, after=start, before=steps), ("register", ""), *blocks(guide, after=steps)]
+    last_status, output = None, ""
+    for language, code in walk:
+        code = as_printed(page, code) if code else code
+        if language == "register":
+            for name in guests_to_register(unit):
+                unit_env.register(name)
+            continue
+        if language == "text":  # what the guide says the block before it prints
+            assert history_times(output).endswith(history_times(code)), (code, output)
+            continue
         assert language == "sh"
         words = shlex.split(code) if "\n" not in code.strip() else []
         if "--pause" in words:
@@ -145,7 +229,7 @@ def test_the_guides_commands_run_as_written_take_the_unit_to_done(unit, unit_env
         result = subprocess.run(["bash", "-c", code], cwd=folder, env=env, capture_output=True,
                                 text=True, timeout=60)
         assert result.returncode == 0, f"{code}\n{result.stdout}{result.stderr}"
-        last_status = result.returncode
+        last_status, output = result.returncode, result.stdout
     assert unit_env.script(unit, "check")[0] == 0
 
 

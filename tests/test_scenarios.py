@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nightjar import db as database, registrations
-from labkit import NO_MANAGEMENT_LINE, Lab, ticket_rows
+from labkit import Lab, ticket_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -64,13 +64,16 @@ def unit_env(tmp_path):
 
 def ready_line(unit, lang="en"):
     """Setup's last lines: the guide as plain text, then where to go next."""
-    guide, other = {"en": ("README.md", "日本語: README.ja.md"),
-                    "ja": ("README.ja.md", "English: README.md")}[lang]
     folder = f"scenarios/{FOLDERS[unit]}/"
+    guide = "README.ja.md" if lang == "ja" else "README.md"
     shown = guidetext.as_plain_text((SCENARIOS / FOLDERS[unit] / guide).read_text(encoding="utf-8"))
-    return (f"Ready. The guide follows: {folder}{guide} ({other.replace(': ', ': ' + folder)};"
+    if lang == "ja":
+        return (f"準備ができました。ガイドは次のとおりです: {folder}README.ja.md (English:"
+                f" {folder}README.md。NIGHTJAR_LANG=ja または en で選べます)\n\n" + shown + "\n"
+                f"準備完了: 上のガイドは {folder}README.ja.md です。Workstation: cd <tmp>/ws/ticket-desk\n")
+    return (f"Ready. The guide follows: {folder}README.md (日本語: {folder}README.ja.md;"
             " NIGHTJAR_LANG=ja or en chooses)\n\n" + shown + "\n"
-            f"Ready: the guide above is {folder}{guide}. Workstation: cd <tmp>/ws/ticket-desk\n")
+            f"Ready: the guide above is {folder}README.md. Workstation: cd <tmp>/ws/ticket-desk\n")
 
 
 SETUP = {
@@ -99,7 +102,8 @@ SETUP = {
 }
 
 CHECK_BEFORE = {
-    1: ["missing: a registration named Normal guest with one ticket"],
+    1: ["missing: a registration named Normal guest with one ticket",
+        "missing: a registration named Lost guest with one ticket"],
     2: ["missing: a handler.py that acknowledges after the commit (interrupted at before-write,"
         " the registration was lost: RabbitMQ had nothing to deliver again)",
         "missing: a registration named Retry guest with one ticket"],
@@ -109,8 +113,8 @@ CHECK_BEFORE = {
 }
 
 CHECK_AFTER = {
-    1: "Unit 1 done: Normal guest has one ticket in its name, Mina Patel's ticket is intact,"
-       " and nothing is waiting.\n",
+    1: "Unit 1 done: Normal guest and Lost guest each have one ticket in their name, Mina Patel's"
+       " ticket is intact, and nothing is waiting.\n",
     2: "Unit 2 done: handler.py acknowledges after the commit, Retry guest has one ticket,"
        " and nothing is waiting.\n",
     3: "Unit 3 done: handler.py is idempotent, both Same name registrations have one ticket each,"
@@ -135,6 +139,26 @@ Received R-0002 redelivered=False
 Handler returned.
 [Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest)
 [Nightjar] R-0001 Mina Patel: Open ticket 1 (R-0001, Mina Patel)
+[Nightjar] The evening: Guest name = Lost guest, Register for the evening
+[Nightjar] R-0003 Lost guest: Your ticket is being prepared
+[Workstation] $ python3 worker.py --pause before-write
+Received R-0003 redelivered=False
+Paused before-write.
+^C
+[Workstation] $ echo $?
+130
+[Workstation] $ python3 worker.py
+No ready registrations
+[Workstation] $ python3 desk.py history R-0003
+Delivery history of R-0003 (Lost guest): 1 delivery, no ticket
++<t> s  delivery 1  redelivered=False  acked  paused at before-write  stopped by Ctrl+C
+[Nightjar] R-0003 Lost guest: Your ticket is being prepared
+[Workstation] $ python3 desk.py retry R-0003
+Queued a new delivery of R-0003 (Lost guest).
+[Workstation] $ python3 worker.py
+Received R-0003 redelivered=False
+Handler returned.
+[Nightjar] R-0003 Lost guest: Open ticket 3 (R-0003, Lost guest)
 Solved. Now: make check-unit N=1
 """,
     2: f"""\
@@ -155,10 +179,31 @@ Paused before-write.
 Received R-0003 redelivered=True
 Handler returned.
 [Nightjar] R-0003 Retry guest: Open ticket 3 (R-0003, Retry guest)
+[Workstation] $ python3 desk.py history R-0003
+Delivery history of R-0003 (Retry guest): 2 deliveries, ticket 3
++<t> s  delivery 1  redelivered=False  paused at before-write  stopped by Ctrl+C (not acknowledged)
++<t> s  delivery 2  redelivered=True   ticket 3 committed  acked
 Solved. Now: make check-unit N=2
 """,
     3: f"""\
 Solving Unit 3 · Repeat database results safely, step by step, on the live lab
+[Workstation] $ python3 desk.py retry R-0002
+Queued a new delivery of R-0002 (Normal guest).
+[Workstation] $ python3 worker.py --pause after-commit
+Received R-0002 redelivered=False
+Paused after-commit.
+^C
+[Workstation] $ echo $?
+130
+[Workstation] $ python3 worker.py
+Received R-0002 redelivered=True
+Handler returned.
+[Workstation] $ python3 desk.py history R-0002
+Delivery history of R-0002 (Normal guest): 2 deliveries, tickets 2, 4, 5
++<t> s  delivery 1  redelivered=False  ticket 4 committed  paused at after-commit  stopped by Ctrl+C (not acknowledged)
++<t> s  delivery 2  redelivered=True   ticket 5 committed  acked
+Ticket 2: written before the first delivery in this history.
+[Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest); Open ticket 4 (R-0002, Normal guest); Open ticket 5 (R-0002, Normal guest)
 (your handler.py is saved as <tmp>/ws/ticket-desk/.backups/handler-<stamp>.py)
 [Workstation] $ cat > handler.py <<'PYTHON'
 {UNIT3_HANDLER}PYTHON
@@ -173,43 +218,71 @@ Paused inside-transaction.
 [Workstation] $ echo $?
 130
 [Nightjar] R-0004 Same name: Your ticket is being prepared
+[Workstation] $ python3 desk.py status
+Registrations (5)
+  ID      Guest name    Tickets          Completion key
+  R-0001  Mina Patel    ticket 1         yes
+  R-0002  Normal guest  tickets 2, 4, 5  no              ! duplicate tickets (3)
+  R-0003  Retry guest   ticket 3         no
+  R-0004  Same name     no ticket        no              ! waiting for its ticket
+  R-0005  Same name     no ticket        no              ! waiting for its ticket
+3 with problems
+Queue <queue>: 2 ready, 0 unacknowledged, 0 dead-lettered (in <queue>.dead)
 [Workstation] $ python3 worker.py --pause after-commit
 Received R-0004 redelivered=True
 Paused after-commit.
-[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
+[Nightjar] R-0004 Same name: Open ticket 6 (R-0004, Same name)
 ^C
 [Workstation] $ echo $?
 130
 [Workstation] $ python3 worker.py
 Received R-0004 redelivered=True
 Handler returned.
-[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
+[Nightjar] R-0004 Same name: Open ticket 6 (R-0004, Same name)
 [Workstation] $ python3 worker.py --drain
 Received R-0005 redelivered=False
 Handler returned.
 No ready registrations
-[Nightjar] R-0005 Same name: Open ticket 5 (R-0005, Same name)
+[Nightjar] R-0005 Same name: Open ticket 7 (R-0005, Same name)
 [Workstation] $ python3 desk.py status
 Registrations (5)
-  R-0001  Mina Patel    ticket 1        completed
-  R-0002  Normal guest  ticket 2        -
-  R-0003  Retry guest   ticket 3        -
-  R-0004  Same name     ticket 4        completed
-  R-0005  Same name     ticket 5        completed
-No problems
-Queue <queue>: 0 ready, 0 dead-lettered (in <queue>.dead)
-{NO_MANAGEMENT_LINE}
+  ID      Guest name    Tickets          Completion key
+  R-0001  Mina Patel    ticket 1         yes
+  R-0002  Normal guest  tickets 2, 4, 5  no              ! duplicate tickets (3)
+  R-0003  Retry guest   ticket 3         no
+  R-0004  Same name     ticket 6         yes
+  R-0005  Same name     ticket 7         yes
+1 with problems
+Queue <queue>: 0 ready, 0 unacknowledged, 0 dead-lettered (in <queue>.dead)
 [Workstation] $ python3 desk.py retry R-0004
 Queued a new delivery of R-0004 (Same name).
 [Workstation] $ python3 worker.py --drain
 Received R-0004 redelivered=False
 Handler returned.
 No ready registrations
-[Nightjar] R-0004 Same name: Open ticket 4 (R-0004, Same name)
-[Nightjar] R-0005 Same name: Open ticket 5 (R-0005, Same name)
+[Nightjar] R-0004 Same name: Open ticket 6 (R-0004, Same name)
+[Nightjar] R-0005 Same name: Open ticket 7 (R-0005, Same name)
+[Workstation] $ python3 desk.py repair R-0002
+Repair plan for R-0002 (Normal guest):
+  keep ticket 2 (the first original ticket)
+  delete extra tickets 4, 5
+  record R-0002 as completed (this ID only)
+Nothing has changed yet. To apply this plan: python3 desk.py repair R-0002 --apply
+[Workstation] $ python3 desk.py repair R-0002 --apply
+Repair plan for R-0002 (Normal guest):
+  keep ticket 2 (the first original ticket)
+  delete extra tickets 4, 5
+  record R-0002 as completed (this ID only)
+Applied.
+[Nightjar] R-0002 Normal guest: Open ticket 2 (R-0002, Normal guest)
 Solved. Now: make check-unit N=3
 """,
 }
+
+
+def history_times(text):
+    """desk.py history's times (+31.2 s) as +<t> s, with the two spaces after them."""
+    return re.sub(r"^\+\d+\.\d s +", "+<t> s  ", text, flags=re.M)
 
 
 def tickets(env):
@@ -222,13 +295,14 @@ def test_unit_starts_on_its_own_and_is_solvable(unit, unit_env):
     assert unit_env.script(unit, "setup") == (0, SETUP[unit] + ready_line(unit))
     footer = f"Unit {unit} is not done yet. The guide: scenarios/{FOLDERS[unit]}/README.md"
     assert unit_env.script(unit, "check") == (1, "\n".join(CHECK_BEFORE[unit] + [footer]) + "\n")
-    assert unit_env.script(unit, "solve") == (0, SOLVE[unit])
+    status, solved = unit_env.script(unit, "solve")
+    assert (status, history_times(solved)) == (0, SOLVE[unit])
     assert unit_env.script(unit, "check") == (0, CHECK_AFTER[unit])
     if unit == 3:
         assert (unit_env.workstation / "handler.py").read_text() == UNIT3_HANDLER
         assert tickets(unit_env) == [(1, "R-0001", "Mina Patel"), (2, "R-0002", "Normal guest"),
-                                     (3, "R-0003", "Retry guest"), (4, "R-0004", "Same name"),
-                                     (5, "R-0005", "Same name")]
+                                     (3, "R-0003", "Retry guest"), (6, "R-0004", "Same name"),
+                                     (7, "R-0005", "Same name")]
 
 
 @pytest.mark.skipif(not GRADER_PRESENT, reason="the grader package (grader/__main__.py) is not present yet")
@@ -289,6 +363,7 @@ def test_check_names_waiting_registrations_and_messages(unit_env):
     unit_env.register("Normal guest")
     assert unit_env.script(1, "check") == (1, (
         "missing: a registration named Normal guest with one ticket\n"
+        "missing: a registration named Lost guest with one ticket\n"
         "problem: R-0002 (Normal guest) waiting for its ticket\n"
         "missing: an empty queue (1 message still waiting in <queue>: python3 worker.py --drain)\n"
         "Unit 1 is not done yet. The guide: scenarios/unit1-trace-registration/README.md\n"))
@@ -353,7 +428,13 @@ def test_the_here_document_pasted_from_the_printed_guide_ends_and_writes_the_sol
 
 
 def test_setup_shows_the_guide_in_the_learners_language(unit_env):
-    assert unit_env.script(1, "setup", LANG="ja_JP.UTF-8") == (0, SETUP[1] + ready_line(1, "ja"))
+    assert unit_env.script(1, "setup", LANG="ja_JP.UTF-8") == (0, (
+        "単元1 · 登録から入場券までを追う を準備します\n"
+        "Workstation <tmp>/ws/ticket-desk: ticket-desk/ のコピーとして作成しました\n"
+        "  handler.py: すでにこの単元の開始時の版です\n"
+        "データベース <tmp>/nightjar.db: この単元の開始状態で作成しました\n"
+        "  R-0001  Mina Patel: 券 1\n"
+        "キュー <queue>: 空です\n") + ready_line(1, "ja"))
     status, out = unit_env.script(1, "setup", LANG="ja_JP.UTF-8", NIGHTJAR_LANG="en")
     assert (status, out.split("Database ")[1:]) == (0, [
         "<tmp>/nightjar.db: already at the unit's start\n"

@@ -6,10 +6,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from labkit import ticket_rows
+from labkit import ROOT, ticket_rows
 from sitekit import ARTIFACTS, Site
 
 CHROMIUM = "/usr/bin/chromium"
+# axe-core from the npm registry (scripts/prepare-tests installs tests/axe/package.json).
+AXE = ROOT / "tests" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 # make test installs Chromium when run as root (scripts/prepare-tests); without it, say so once per test.
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                 reason=f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
@@ -118,7 +120,7 @@ def test_registration_to_downloaded_ticket(lab, site, page):
     assert lab.run("desk.py", "retry", "R-0002").returncode == 0
     assert lab.run("worker.py", "--drain").returncode == 0
     page.goto(site.url + "registrations/R-0002")
-    expect(page.get_by_role("heading", level=2)).to_have_text("This registration has 2 tickets")
+    expect(page.get_by_role("heading", level=2).first).to_have_text("This registration has 2 tickets")
     expect(main_link(page, "Open ticket")).to_have_count(2)
     expect(page.locator(".tickets li.duplicate")).to_contain_text("Duplicate")
     shot(page, "registration-duplicate")
@@ -131,6 +133,10 @@ def test_registration_to_downloaded_ticket(lab, site, page):
     expect(rows.locator("td.guest-name")).to_have_text(
         ["Mina Patel", "Normal guest", "Same name", "Same name"])
     expect(page.locator("#R-0002")).to_contain_text("Duplicate tickets (2)")
+    page.locator("#R-0002").get_by_role("link", name="Duplicate tickets (2): delivery history").click()
+    expect(page).to_have_url(site.url + "registrations/R-0002#delivery-history")
+    expect(page.get_by_role("region", name="Delivery history").locator(".history-text li")).to_have_count(2)
+    page.go_back()
     shot(page, "your-registrations")
     assert [row[1:] for row in ticket_rows(lab.tickets())] == [
         ("R-0001", "Mina Patel"), ("R-0002", "Normal guest"), ("R-0003", "Same name"),
@@ -155,3 +161,51 @@ def test_names_are_shown_exactly_and_never_run(lab, site, page):
     main_link(page, "Open ticket").click()
     expect(page.locator(".guest-name")).to_have_text(names[0])
     assert dialogs == []
+
+
+@pytest.mark.skipif(not AXE.exists(), reason=f"no axe-core at {AXE}: scripts/prepare-tests installs it")
+def test_the_delivery_history_after_ctrl_c_and_redelivery_reads_and_passes_axe(lab, site, browser):
+    lab.use_handler("unit2")
+    context = browser.new_context(bypass_csp=True)  # axe-core is added to the page as a script
+    page = context.new_page()
+    registration_id = register(page, site, "Retry guest")
+    worker = lab.start("worker.py", "--pause", "before-write")
+    worker.wait_for("Paused before-write.")
+    history = page.get_by_role("region", name="Delivery history")
+    # The page refreshes itself: the paused delivery appears, still open.
+    expect(history.locator(".history-text li")).to_have_text(
+        [re.compile(r"^\+0\.0 s · delivery 1 · redelivered=False · paused at before-write · still open")],
+        timeout=10_000)
+    assert worker.interrupt() == 130
+    assert lab.run("worker.py").stdout == f"Received {registration_id} redelivered=True\nHandler returned.\n"
+
+    expect(main_link(page, "Open ticket")).to_have_count(1, timeout=10_000)
+    expect(history.locator(".history-text li")).to_have_text([
+        re.compile(r"^\+0\.0 s · delivery 1 · redelivered=False · paused at before-write"
+                   r" · stopped by Ctrl\+C \(not acknowledged\)$"),
+        re.compile(r"^\+\d+\.\d s · delivery 2 · redelivered=True · ticket 2 committed · acked$")])
+    picture = history.get_by_role("img", name=f"Delivery history of {registration_id}")
+    expect(picture.locator(".delivery")).to_have_text(["Delivery 1", "Delivery 2"])
+    expect(picture.locator(".flag")).to_have_text(["redelivered=False", "redelivered=True"])
+    expect(picture.locator(".step text")).to_have_text([
+        "Paused at before-write", "Stopped by Ctrl+C", "Not acknowledged",
+        "Ticket 2 written", "Acknowledged"])
+    expect(page.locator("meta[http-equiv=refresh]")).to_have_count(0)  # nothing open: no refresh
+    shot(page, "delivery-history")
+
+    page.add_script_tag(path=str(AXE))
+    results = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    assert [(v["id"], [n["target"] for n in v["nodes"]]) for v in results["violations"]] == []
+    checked = {rule["id"] for rule in results["passes"]}
+    assert {"svg-img-alt", "color-contrast", "list", "region"} - checked == set(), sorted(checked)
+
+    # A new delivery of the ticketed registration, paused: the page refreshes while it is open.
+    lab.deliver_again(registration_id)
+    worker = lab.start("worker.py", "--pause", "before-write")
+    worker.wait_for("Paused before-write.")
+    page.reload()
+    expect(page.locator("meta[http-equiv=refresh]")).to_have_count(1)
+    assert worker.interrupt() == 130
+    expect(history.locator(".history-text li")).to_have_count(3, timeout=10_000)
+    expect(history.locator(".history-text li").last).to_contain_text("stopped by Ctrl+C (not acknowledged)")
+    context.close()

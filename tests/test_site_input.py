@@ -165,3 +165,13 @@ def test_secret_key_is_generated_once_beside_the_database(lab, monkeypatch):
     assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
     monkeypatch.setenv("NIGHTJAR_SECRET_KEY", "from-the-environment")
     assert create_app({"NIGHTJAR": lab.settings}).config["SECRET_KEY"] == "from-the-environment"
+
+
+def test_a_delivery_history_that_cannot_be_read_leaves_the_page_working(client, lab, monkeypatch):
+    registration_id = lab.register("Careful guest")
+    page = client.get(f"/registrations/{registration_id}").get_data(as_text=True)
+    assert "No delivery of this registration has been recorded yet." in page
+    monkeypatch.setenv("NIGHTJAR_HISTORY", str(lab.folder))  # a folder where the file should be
+    response = client.get(f"/registrations/{registration_id}")
+    assert response.status_code == 200
+    assert "The delivery history cannot be read right now" in response.get_data(as_text=True)

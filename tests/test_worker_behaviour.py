@@ -203,5 +203,15 @@ def test_a_message_that_keeps_failing_ends_in_the_dead_letter_queue(lab):
     assert lab.run("worker.py").stdout == "No ready registrations\n"
     assert lab.depth() == (0, 1)
     status = lab.run("desk.py", "status").stdout.splitlines()
-    assert status[-2] == (f"Queue {lab.queue}: 0 ready, 1 dead-lettered"
+    assert status[-1] == (f"Queue {lab.queue}: 0 ready, 0 unacknowledged, 1 dead-lettered"
                           f" (in {lab.settings.dead_letter_queue})")
+    # Its delivery history: 21 deliveries, the earliest one no longer kept, the middle summarised.
+    told = lab.run("desk.py", "history", registration_id).stdout.splitlines()
+    raised = "handle() raised RuntimeError at handler.py line 2 (not acknowledged)"
+    assert told[0] == f"Delivery history of {registration_id} (Unlucky guest): 21 deliveries, no ticket"
+    assert [" ".join(line.split()[2:]) for line in told[1:4] + told[5:9]] == [
+        f"delivery {n} redelivered=True {raised}" for n in (2, 3, 4, 18, 19, 20, 21)]
+    assert told[4].startswith("…") and told[4].endswith(f": redelivered=True 13; 13 × {raised}")
+    assert " deliveries 5 to 17 (13, +" in told[4]
+    assert told[9:] == ["1 earlier delivery not kept: the history keeps the last 20 deliveries of"
+                        " each registration and the last 1000 in all."]

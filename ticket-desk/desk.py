@@ -5,6 +5,7 @@
     python3 desk.py retry R-0003        ask RabbitMQ to deliver a registration again
     python3 desk.py repair R-0002       preview the repair of duplicate tickets
     python3 desk.py repair R-0002 --apply
+    python3 desk.py history R-0003      what happened to each delivery of a registration
 """
 
 import sys

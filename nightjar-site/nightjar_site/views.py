@@ -6,7 +6,7 @@ from flask import (Blueprint, Response, abort, current_app, redirect, render_tem
                    url_for)
 from flask_wtf.csrf import CSRFError
 
-from nightjar import queueing, registrations
+from nightjar import history, queueing, registrations, stories
 
 from .database import get_db
 
@@ -66,7 +66,18 @@ def registration(registration_id):
     found = registrations.get(get_db(), registration_id)
     if found is None:
         abort(404)
-    return render_template("registration.html", registration=found)
+    return render_template("registration.html", registration=found, story=delivery_story(found))
+
+
+def delivery_story(found):
+    """The registration's stories.Story, or None when the history is off or cannot be read now."""
+    path = history.store_path(current_app.config["NIGHTJAR"].db_path)
+    if path is None:
+        return None
+    try:
+        return stories.story(found, history.read(path, found.id))
+    except OSError:
+        return None  # the page works without it; the template says the history cannot be read
 
 
 def _ticket_or_404(number):

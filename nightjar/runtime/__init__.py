@@ -1,1 +1,1 @@
-"""The worker's runtime: what ticket-desk/worker.py and desk.py run on (options, the session, the pause, the desk commands)."""
+"""The worker's runtime: what ticket-desk/worker.py and desk.py run on (options, the session, the pause, the delivery history's recorder, the desk commands)."""

@@ -1,10 +1,10 @@
-"""The commands of ticket-desk/desk.py: register, status, retry, repair."""
+"""The commands of ticket-desk/desk.py: register, status, retry, repair, history."""
 
 import argparse
 import sys
 from dataclasses import dataclass
 
-from .. import broker, db as database, queueing, registrations
+from .. import broker, db as database, history, queueing, registrations, stories
 from ..config import Settings, redact_url
 
 
@@ -24,6 +24,9 @@ def main(argv):
         "repair", help="show (or with --apply, carry out) the repair of duplicate tickets of one ID")
     repair.add_argument("id", help="registration ID, e.g. R-0002")
     repair.add_argument("--apply", action="store_true", help="apply the plan in one transaction")
+    story = commands.add_parser(
+        "history", help="one registration's deliveries, step by step (no ID: which ones to look at)")
+    story.add_argument("id", nargs="?", help="registration ID, e.g. R-0003")
     options = parser.parse_args(argv)
 
     sys.stdout.reconfigure(line_buffering=True)
@@ -36,6 +39,8 @@ def main(argv):
             return cmd_status(db, settings)
         if options.command == "retry":
             return cmd_retry(db, settings, options.id)
+        if options.command == "history":
+            return cmd_history(db, settings, options.id)
         return cmd_repair(db, options.id, options.apply)
     except (DeskError, broker.BrokerUnavailable) as error:
         print(error, file=sys.stderr)
@@ -70,10 +75,14 @@ def cmd_retry(db, settings, registration_id):
 def cmd_status(db, settings):
     rows = registrations.all_registrations(db)
     print(f"Registrations ({len(rows)})")
-    width = max([len(r.name) for r in rows] + [4])
+    width = max([len(r.name) for r in rows] + [len("Guest name")])
+    tickets_width = max([len(registrations.tickets_phrase(r.tickets)) for r in rows] + [14])
+    # Completion key: a row in the completed table (unit 3's handler writes one per finished ID).
+    print(f"  {'ID':<6}  {'Guest name':<{width}}  {'Tickets':<{tickets_width}}  Completion key")
     for r in rows:
         tickets = registrations.tickets_phrase(r.tickets)
-        line = f"  {r.id}  {r.name:<{width}}  {tickets:<14}  {'completed' if r.completed else '-':<9}"
+        line = (f"  {r.id}  {r.name:<{width}}  {tickets:<{tickets_width}}"
+                f"  {'yes' if r.completed else 'no':<14}")
         if r.problems:
             line += "  ! " + "; ".join(r.problems)
         print(line.rstrip())
@@ -84,17 +93,85 @@ def cmd_status(db, settings):
     except broker.BrokerUnavailable as error:
         print(f"Queue {settings.queue}: unknown. {error}")
         return 1
-    try:
-        held, why_not = f"{broker.unacknowledged_count(settings)} unacknowledged, ", None
-    except broker.NotCounted as reason:
-        held, why_not = "", reason
+    holding = held_by_workers(settings)
+    why_not = None
+    if holding is not None:  # exact and current: what the lab's workers hold right now
+        held = f"{len(holding)} unacknowledged, "
+    else:
+        try:
+            held = (f"{broker.unacknowledged_count(settings)} unacknowledged (RabbitMQ's statistics,"
+                    " which can be several seconds old), ")
+        except broker.NotCounted as reason:
+            held, why_not = "", reason
     print(f"Queue {settings.queue}: {ready} ready, {held}{dead} dead-lettered"
           f" (in {settings.dead_letter_queue})")
+    for delivery, paused in holding or []:
+        print(f"  {delivery.id} is held by worker.py (pid {delivery.worker})"
+              + (f", paused at {paused}" if paused else "") + ": not acknowledged yet")
     if why_not:
         print(f"Unacknowledged deliveries: the RabbitMQ management API {why_not}; set"
               " NIGHTJAR_MANAGEMENT_URL, or run rabbitmqctl list_queues name"
               " messages_unacknowledged on the broker's machine.")
     return 0
+
+
+def cmd_history(db, settings, registration_id):
+    registration = _existing(db, registration_id) if registration_id else None
+    path = history.store_path(settings.db_path)
+    if path is None:
+        print(f"The delivery history is off ({history.ENV}=off): nothing is recorded.")
+        return 0
+    try:
+        stored = history.read(path, registration.id if registration else None)
+    except OSError as error:
+        raise DeskError(f"The delivery history at {path} cannot be read"
+                        f" ({error.strerror or error}).") from None
+    if registration is None:
+        return list_histories(db, stored, path)
+    told = stories.story(registration, stored)
+    print(f"Delivery history of {registration.id} ({registration.name}):"
+          f" {stories.deliveries_phrase(told.deliveries)},"
+          f" {registrations.tickets_phrase(registration.tickets)}")
+    if not told.deliveries:
+        print(f"No delivery of {registration.id} is recorded in {path}.")
+    for line in told.lines() + told.notes():
+        print(line)
+    return 0
+
+
+def list_histories(db, stored, path):
+    """desk.py history without an ID: the registrations whose story is worth reading."""
+    rows = []
+    for r in registrations.all_registrations(db):
+        count = len(stored.of(r.id)) + (stored.trimmed[r.id].deliveries if r.id in stored.trimmed else 0)
+        if count > 1 or len(r.tickets) > 1:
+            rows.append((r, stories.deliveries_phrase(count)))
+    if rows:
+        print(f"Registrations with more than one delivery or more than one ticket ({len(rows)})")
+        name_width = max(len(r.name) for r, _ in rows)
+        count_width = max(len(count) for _, count in rows)
+        for r, count in rows:
+            print(f"  {r.id}  {r.name:<{name_width}}  {count:<{count_width}}"
+                  f"  {registrations.tickets_phrase(r.tickets)}")
+        print(f"One registration's story: python3 desk.py history {rows[0][0].id}")
+    else:
+        print("No registration has more than one delivery or more than one ticket.")
+    if stored.damaged:
+        print(f"{stories.deliveries_phrase(stored.damaged, 'damaged record')} in the history skipped.")
+    print(f"The delivery history ({path}) keeps the last {history.PER_REGISTRATION} deliveries of"
+          f" each registration and the last {history.OVERALL} in all.")
+    return 0
+
+
+def held_by_workers(settings):
+    """The deliveries the lab's workers hold now (from the delivery history); None when it cannot say."""
+    path = history.store_path(settings.db_path)
+    if path is None:
+        return None
+    try:
+        return history.held_now(history.read(path))
+    except OSError:
+        return None
 
 
 @dataclass

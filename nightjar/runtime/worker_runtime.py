@@ -19,6 +19,7 @@ from .. import broker, db as database, events
 from ..broker import ConnectionLost  # noqa: F401  (worker.py lets it through to run())
 from ..config import Settings
 from ..messages import BadMessage, decode_job
+from .history_recorder import Recorder
 
 # The checkpoints the lab's handlers use (see handler.py).
 PAUSE_POINTS = ("before-write", "inside-transaction", "after-commit")
@@ -111,15 +112,30 @@ class Session:
 
 @contextlib.contextmanager
 def session():
-    """A Session from the environment's settings, closed afterwards."""
+    """A Session from the environment's settings, closed afterwards.
+
+    While it is open, each delivery's story goes into the delivery history
+    (nightjar/history.py), including a stop by Ctrl+C or a lost connection.
+    """
     settings = Settings.from_env()
     connection = broker.connect(settings)
     db = database.connect(settings.db_path)
+    recorder = Recorder.start(settings, db)
     try:
         channel = ReceivingChannel(connection.channel())
         broker.declare_queues(channel, settings)
         yield Session(connection, channel, db, settings)
+    except KeyboardInterrupt:
+        if recorder:
+            recorder.stopped("interrupted")
+        raise
+    except ConnectionLost as error:
+        if recorder:
+            recorder.stopped("connection-lost", type=type(error).__name__)
+        raise
     finally:
+        if recorder:
+            recorder.close()
         db.close()  # an open transaction is rolled back, never committed
         if connection.is_open:
             connection.close()
@@ -137,7 +153,7 @@ class ReceivingChannel:
         except pika.exceptions.AMQPError as error:
             events.record("connection-lost", during="basic_get", **events.error_fields(error))
             raise
-        if delivery is not None and events.enabled():
+        if delivery is not None and events.wanted():
             try:
                 job = decode_job(body)
             except BadMessage:

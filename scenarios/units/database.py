@@ -4,8 +4,9 @@ from pathlib import Path
 
 from nightjar import db as database, registrations
 
+from . import words
 from .backups import backup_database
-from .common import plural, say
+from .common import say
 
 
 def snapshot(db):
@@ -60,20 +61,20 @@ def prepare_database(unit, settings, backups):
     try:
         current = snapshot(db)
         if current == state_of(unit.start_guests):
-            say(f"Database {settings.db_path}: {'already' if existed else 'created'} at the unit's start")
+            say(words.line("database_already" if existed else "database_created", path=settings.db_path))
         elif not existed:
             reset_database(db, unit.start_guests)
-            say(f"Database {settings.db_path}: created at the unit's start")
+            say(words.line("database_created", path=settings.db_path))
         else:
             saved = backup_database(db, backups) if current != state_of(()) else None
             reset_database(db, unit.start_guests)
-            removed = [plural(len(current[0]), "registration"), plural(len(current[1]), "ticket"),
-                       plural(len(current[2]), "completion record")]
-            say(f"Database {settings.db_path}: reset to the unit's start (it held {removed[0]},"
-                f" {removed[1]} and {removed[2]})")
+            say(words.line("database_reset", path=settings.db_path,
+                           registrations=words.count(len(current[0]), "registration"),
+                           tickets=words.count(len(current[1]), "ticket"),
+                           completed=words.count(len(current[2]), "completion record")))
             if saved:
-                say(f"  your copy: {saved}")
+                say(words.line("your_copy", saved=saved))
         for r in registrations.all_registrations(db):
-            say(f"  {r.id}  {r.name}: {registrations.tickets_phrase(r.tickets)}")
+            say(words.line("registration", id=r.id, name=r.name, tickets=words.tickets(r.tickets)))
     finally:
         db.close()

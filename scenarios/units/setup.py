@@ -5,12 +5,15 @@ import shlex
 import shutil
 
 import guidetext  # scenarios/guidetext.py: the guide, in the learner's language
-from nightjar import broker
+from nightjar import broker, history
+from nightjar.stories import deliveries_phrase
+
+from . import words
 from nightjar.config import Settings, workstation_folder
 from nightjar.harness.lab import WORKSTATION_PROGRAMS, copy_workstation
 
 from .backups import backup
-from .common import BACKUPS, ROOT, STARTING_HANDLER, TICKET_DESK, plural, say
+from .common import BACKUPS, ROOT, STARTING_HANDLER, TICKET_DESK, say
 from .database import prepare_database
 
 
@@ -20,34 +23,32 @@ def prepare_workstation(unit, folder):
     created = not folder.exists()
     if created:
         copy_workstation(folder)  # the programs and the starting handler.py
-        say(f"Workstation {folder}: created as a copy of ticket-desk/")
+        say(words.line("workstation_created", folder=folder))
     else:
-        say(f"Workstation {folder}:")
+        say(words.line("workstation", folder=folder))
     for tool in WORKSTATION_PROGRAMS:
         mine, original = folder / tool, TICKET_DESK / tool
         if not mine.exists():
             shutil.copyfile(original, mine)
-            say(f"  {tool}: was missing, restored from ticket-desk/")
+            say(words.line("tool_missing", tool=tool))
         elif mine.read_bytes() != original.read_bytes():
             saved = backup(mine, backups)
             shutil.copyfile(original, mine)
-            say(f"  {tool}: differed from ticket-desk/{tool}; restored (your copy: {saved})")
+            say(words.line("tool_restored", tool=tool, saved=saved))
     handler = folder / "handler.py"
     wanted = unit.start_handler.read_bytes()
     if handler.exists() and handler.read_bytes() == wanted:
-        say("  handler.py: already the unit's starting version")
+        say(words.line("handler_kept"))
     else:
         if handler.exists() and not created:
             saved = backup(handler, backups)
-            say(f"  handler.py: your version is saved as {saved}")
+            say(words.line("handler_saved", saved=saved))
         handler.write_bytes(wanted)
-        say(f"  handler.py: replaced with the unit's starting version ({start_handler_name(unit)})")
+        say(words.line("handler_replaced", which=start_handler_name(unit)))
 
 
 def start_handler_name(unit):
-    if unit.start_handler == STARTING_HANDLER:
-        return "it acknowledges before writing the ticket"
-    return "unit 2's: it acknowledges after the commit"
+    return words.line("starting_handler" if unit.start_handler == STARTING_HANDLER else "unit2_handler")
 
 
 def prepare_queue(settings):
@@ -60,11 +61,20 @@ def prepare_queue(settings):
     finally:
         connection.close()
     if waiting:
-        say(f"Queue {settings.queue}: removed {plural(waiting, 'waiting message')}; nothing is queued now")
+        say(words.line("queue_emptied", queue=settings.queue, waiting=words.count(waiting, "waiting message")))
     else:
-        say(f"Queue {settings.queue}: nothing queued")
+        say(words.line("queue_empty", queue=settings.queue))
     if dead:
-        say(f"Dead-letter queue {settings.dead_letter_queue}: removed {plural(dead, 'message')}")
+        say(words.line("dead_emptied", queue=settings.dead_letter_queue, dead=words.count(dead, "message")))
+
+
+def prepare_history(settings):
+    """The delivery history starts again with the database (the IDs it tells of are gone)."""
+    path = history.store_path(settings.db_path)
+    cleared = history.clear(path)
+    if cleared:
+        shown = str(cleared) if words.japanese() else deliveries_phrase(cleared)
+        say(words.line("history_cleared", path=path, deliveries=shown))
 
 
 def guide(unit_path, lang="en"):
@@ -73,28 +83,30 @@ def guide(unit_path, lang="en"):
 
 def ready(folder, lang, workstation_folder=None):
     """The last lines of a setup: the guide itself, then where to go next."""
+    words.use(lang)
     other = "ja" if lang == "en" else "en"
-    say(f"Ready. The guide follows: {guide(folder, lang)} ({'日本語' if other == 'ja' else 'English'}:"
-        f" {guide(folder, other)}; NIGHTJAR_LANG=ja or en chooses)")
+    say(words.line("ready", guide=guide(folder, lang), other=guide(folder, other)))
     say()
     guidetext.show(folder, lang)
     say()
     where = ""
     if workstation_folder:  # in containers, compose.yaml tells how the learner opens it: make shell
         opened = os.environ.get("NIGHTJAR_OPEN_WORKSTATION") or f"cd {shlex.quote(str(workstation_folder))}"
-        where = f" Workstation: {opened}"
-    say(f"Ready: the guide above is {guide(folder, lang)}.{where}")
+        where = words.line("where", opened=opened)
+    say(words.line("ready_again", guide=guide(folder, lang), where=where))
 
 
 def setup(unit):
     lang = guidetext.language()  # a bad NIGHTJAR_LANG stops setup before it changes anything
+    words.use(lang)
     settings = Settings.from_env()
     folder = workstation_folder()
-    say(f"Setting up {unit.title}")
+    say(words.line("setting_up", title=unit.title_in(lang)))
     # Reach RabbitMQ before changing anything, so a stopped broker changes nothing.
     broker.connect(settings).close()
     prepare_workstation(unit, folder)
     prepare_database(unit, settings, folder / BACKUPS)
+    prepare_history(settings)
     prepare_queue(settings)
     ready(unit.path, lang, folder)
     return 0

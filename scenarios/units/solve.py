@@ -78,8 +78,11 @@ class Desk:
         """Start a Workstation program, for the harness's ctrl_c_at."""
         return processes.start(self.folder, self.env, program, *args)
 
-    def ctrl_c_at(self, point, expect_received, at_pause=None):
-        """python3 worker.py --pause POINT, then Ctrl+C at `Paused POINT.` (at_pause() runs first)."""
+    def ctrl_c_at(self, point, expect_received, at_pause=None, returns=True):
+        """python3 worker.py --pause POINT, then Ctrl+C at `Paused POINT.` (at_pause() runs first).
+
+        returns: the delivery comes back to the queue (False: it was acknowledged already).
+        """
         self.shell(f"python3 worker.py --pause {point}")
         waiting = {}
 
@@ -99,7 +102,8 @@ class Desk:
                 say(line)
             raise Stop(f"the worker never paused at {point}")
         # Wait a moment until RabbitMQ has the unacknowledged delivery back.
-        wait_until(lambda: self.ready() > waiting["ready"], 1.5, interval=0.05)
+        if returns:
+            wait_until(lambda: self.ready() > waiting["ready"], 1.5, interval=0.05)
         for line in worker.lines[2:] + worker.stderr.splitlines():
             say(line)
         self.shell("echo $?")
@@ -135,6 +139,15 @@ def solve_unit1(desk):
     desk.run("worker.py", expect=f"Received {registration_id} redelivered=False\nHandler returned.\n")
     desk.look(registration_id, tickets=1)
     desk.look("R-0001", tickets=1)
+    # The lost job: acknowledged before its ticket, interrupted, never delivered again.
+    lost = desk.register("Lost guest")
+    desk.ctrl_c_at("before-write", f"Received {lost} redelivered=False", returns=False)
+    desk.run("worker.py", expect="No ready registrations\n")
+    desk.run("desk.py", "history", lost)
+    desk.look(lost, tickets=0)
+    desk.run("desk.py", "retry", lost, expect=f"Queued a new delivery of {lost} (Lost guest).\n")
+    desk.run("worker.py", expect=f"Received {lost} redelivered=False\nHandler returned.\n")
+    desk.look(lost, tickets=1)
 
 
 def solve_unit2(desk):
@@ -144,14 +157,22 @@ def solve_unit2(desk):
     desk.look(registration_id, tickets=0)
     desk.run("worker.py", expect=f"Received {registration_id} redelivered=True\nHandler returned.\n")
     desk.look(registration_id, tickets=1)
+    desk.run("desk.py", "history", registration_id)
 
 
 def solve_unit3(desk):
+    # The second window, seen first with unit 2's handler: two deliveries, two tickets.
+    desk.run("desk.py", "retry", "R-0002", expect="Queued a new delivery of R-0002 (Normal guest).\n")
+    desk.ctrl_c_at("after-commit", "Received R-0002 redelivered=False")
+    desk.run("worker.py", expect="Received R-0002 redelivered=True\nHandler returned.\n")
+    desk.run("desk.py", "history", "R-0002")
+    desk.look("R-0002", tickets=3)
     desk.replace_handler(UNIT3_HANDLER)
     first = desk.register("Same name")
     second = desk.register("Same name")
     desk.ctrl_c_at("inside-transaction", f"Received {first} redelivered=False")
     desk.look(first, tickets=0, completed=False)
+    desk.run("desk.py", "status")
     desk.ctrl_c_at("after-commit", f"Received {first} redelivered=True",
                    at_pause=lambda: desk.look(first, tickets=1, completed=True))
     desk.run("worker.py", expect=f"Received {first} redelivered=True\nHandler returned.\n")
@@ -165,6 +186,10 @@ def solve_unit3(desk):
                                             "No ready registrations\n")
     desk.look(first, tickets=1)
     desk.look(second, tickets=1)
+    # The repair of the duplicates the old handler wrote.
+    desk.run("desk.py", "repair", "R-0002")
+    desk.run("desk.py", "repair", "R-0002", "--apply")
+    desk.look("R-0002", tickets=1, completed=True)
 
 
 SOLVERS = {1: solve_unit1, 2: solve_unit2, 3: solve_unit3}

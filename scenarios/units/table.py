@@ -23,11 +23,15 @@ class Unit:
     def title(self):
         return heading(self.path / "README.md")
 
+    def title_in(self, lang):
+        """The title of the guide in that language ('ja': README.ja.md's)."""
+        return heading(self.path / ("README.ja.md" if lang == "ja" else "README.md"))
+
 
 UNITS = {
-    1: Unit(1, "unit1-trace-registration", STARTING_HANDLER, (), ("Normal guest",),
-            "Unit 1 done: Normal guest has one ticket in its name, Mina Patel's ticket is"
-            " intact, and nothing is waiting."),
+    1: Unit(1, "unit1-trace-registration", STARTING_HANDLER, (), ("Normal guest", "Lost guest"),
+            "Unit 1 done: Normal guest and Lost guest each have one ticket in their name,"
+            " Mina Patel's ticket is intact, and nothing is waiting."),
     2: Unit(2, "unit2-ack-after-commit", STARTING_HANDLER, ("Normal guest",),
             ("Normal guest", "Retry guest"),
             "Unit 2 done: handler.py acknowledges after the commit, Retry guest has one"
