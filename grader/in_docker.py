@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from nightjar.config import REPO_ROOT
+from nightjar.harness.sandbox import UID_BASE_ENV
 
 from . import batch, reports
 from .findings import Result
@@ -72,6 +73,8 @@ def run_command(options, mounts, grader_args):
         "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
         "--memory", f"{jobs + 1}g", "--pids-limit", str(1024 * (jobs + 1)),
         "-e", f"{batch.PROGRESS_ENV}=stderr"]
+    if os.environ.get(UID_BASE_ENV):  # where the sandbox's uids start, as outside
+        command += ["-e", f"{UID_BASE_ENV}={os.environ[UID_BASE_ENV]}"]
     for source, target in mounts:
         command += ["-v", f"{source}:{target}:ro"]
     return command + [IMAGE, *grader_args, "--json", "--sandbox", "linux",

@@ -14,6 +14,7 @@ secret reaches a report.
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,9 @@ HONEST = {"solution": HANDLERS["unit3"], "acks early": HANDLERS["starting"],
 # submissions wait it out).
 TIMEOUT = ["--timeout", "10"]
 MARKER = f"nightjar-hostile-{uuid.uuid4().hex[:8]}"
+# Uids of this module's own (other gradings on the machine use theirs): the leftovers it looks for.
+UID_BASE = sandbox.UID_BASE + 100_000_000 + random.randrange(1000) * sandbox.BLOCK * sandbox.BLOCKS
+UID_ENV = {sandbox.UID_BASE_ENV: str(UID_BASE)}
 SECRET = f"secret-{uuid.uuid4().hex}"
 GRADER_SECRET = f"grader-env-{uuid.uuid4().hex}"
 
@@ -54,8 +58,7 @@ def fingerprint(*folders):
 
 
 def sandbox_processes():
-    """PIDs of live processes run by a sandbox's users (uids from the sandbox's base on)."""
-    base = int(os.environ.get(sandbox.UID_BASE_ENV) or sandbox.UID_BASE)
+    """PIDs of live processes run by the users of this module's sandboxes."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
@@ -63,7 +66,7 @@ def sandbox_processes():
         except OSError:
             continue
         uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-        if uid >= base and "State:\tZ" not in status:
+        if UID_BASE <= uid < UID_BASE + sandbox.BLOCK * sandbox.BLOCKS and "State:\tZ" not in status:
             found.append(int(entry.name))
     return found
 
@@ -86,10 +89,11 @@ def graded(grading_broker, tmp_path_factory):
     before = fingerprint(folder, ROOT / "grader", ROOT / "nightjar", ROOT / "ticket-desk",
                          ROOT / "scenarios")
     alone = {name: grade(folder / name / "handler.py", "--skip-live", *TIMEOUT,
-                         broker=grading_broker)[1]["checks"] for name in HONEST}
+                         broker=grading_broker, env=dict(os.environ, **UID_ENV))[1]["checks"]
+             for name in HONEST}
     scratch = tmp / "tmp"
     scratch.mkdir()
-    env = dict(os.environ, TMPDIR=str(scratch), NIGHTJAR_GRADER_TEST_SECRET=GRADER_SECRET)
+    env = dict(os.environ, TMPDIR=str(scratch), NIGHTJAR_GRADER_TEST_SECRET=GRADER_SECRET, **UID_ENV)
     batch = subprocess.run(
         [sys.executable, "-m", "grader", "--handlers", str(folder), "--json", "--jobs", "2",
          *TIMEOUT, "--junit", str(tmp / "class.xml"), *grading_broker.args],
@@ -193,7 +197,7 @@ def test_the_docker_route_grades_like_the_linux_route(graded, tmp_path):
     for name in [*HONEST, *DOCKER_CLASS]:
         shutil.copytree(graded["folder"] / name, folder / name)
     before = fingerprint(folder, graded["secret"].parent)
-    env = dict(os.environ, NIGHTJAR_GRADER_TEST_SECRET=GRADER_SECRET)
+    env = dict(os.environ, NIGHTJAR_GRADER_TEST_SECRET=GRADER_SECRET, **UID_ENV)
     env.update(base_images(env))
     result = subprocess.run(
         [sys.executable, "-m", "grader", "--handlers", str(folder), "--sandbox", "docker", "--json",

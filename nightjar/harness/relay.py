@@ -33,7 +33,6 @@ SIOCSIFFLAGS = 0x8914
 IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 AMQP_PORT = 5672
 CHUNK = 65536
-SEND_WAIT = 5.0   # a peer that stops reading holds up its own sandbox this long at most
 CLOSE_WAIT = 3.0  # how long RabbitMQ may take to end a closed connection
 PR_SET_PDEATHSIG = 1
 PRIORITY = -10  # the relay's nice value
@@ -131,28 +130,44 @@ class Relay:
 # ---- the relay process -----------------------------------------------------------------------
 
 
+class _Pair:
+    """One relayed connection: the worker's socket, the broker's, and what waits to be sent to each."""
+
+    def __init__(self, key, inside, broker):
+        self.key, self.inside, self.broker = key, inside, broker
+        self.connected = False
+        self.waiting = {inside: bytearray(), broker: bytearray()}
+
+    def other(self, sock):
+        return self.broker if sock is self.inside else self.inside
+
+
 class _Serving:
+    """The relay process's loop. Nothing in it blocks: a connection that is slow to open, or a
+    peer that stops reading, holds up only itself (what it has not read waits, and its other
+    side is not read meanwhile)."""
+
     def __init__(self, control, upstream):
         self.control, self.upstream = control, upstream
         self.selector = selectors.DefaultSelector()
-        self.selector.register(control, selectors.EVENT_READ, ("control", None, None))
-        self.pairs = {}      # trial key -> {(inside, broker)}
+        self.selector.register(control, selectors.EVENT_READ, ("control", None))
+        self.pairs = {}      # trial key -> {_Pair}
         self.listeners = {}  # trial key -> listening socket
         self.closing = {}    # trial key -> ({broker sockets still open}, deadline)
 
     def run(self):
         while True:
-            for selected, _ in self.selector.select(timeout=0.2):
-                kind, key, peer = selected.data
+            for selected, mask in self.selector.select(timeout=0.2):
+                kind, item = selected.data
                 if kind == "control":
                     if not self._command():
                         return
                 elif kind == "accept":
-                    self._accept(selected.fileobj, key)
+                    self._accept(selected.fileobj, item)
                 elif kind == "closing":
-                    self._ending(selected.fileobj, key)
+                    self._ending(selected.fileobj, item)
                 else:
-                    self._pass_on(selected.fileobj, peer, key)
+                    self._ready(item, selected.fileobj, mask)
             self._expire()
 
     def _command(self):
@@ -168,7 +183,7 @@ class _Serving:
             listener.setblocking(False)
             self.listeners[key] = listener
             self.pairs[key] = set()
-            self.selector.register(listener, selectors.EVENT_READ, ("accept", key, None))
+            self.selector.register(listener, selectors.EVENT_READ, ("accept", key))
         elif verb in ("close", "remove"):
             if verb == "remove" and key in self.listeners:
                 self.selector.unregister(self.listeners[key])
@@ -182,16 +197,16 @@ class _Serving:
 
     def _close(self, key):
         brokers = set()
-        for inside, broker in self.pairs.get(key, set()).copy():
-            self._forget(key, inside, broker)
-            inside.close()
+        for pair in list(self.pairs.get(key, ())):
+            self._forget(pair)
+            pair.inside.close()
             try:
-                broker.shutdown(socket.SHUT_WR)  # RabbitMQ reads the end and ends the connection
+                pair.broker.shutdown(socket.SHUT_WR)  # RabbitMQ reads the end and ends the connection
             except OSError:
-                broker.close()
+                pair.broker.close()
                 continue
-            self.selector.register(broker, selectors.EVENT_READ, ("closing", key, None))
-            brokers.add(broker)
+            self.selector.register(pair.broker, selectors.EVENT_READ, ("closing", key))
+            brokers.add(pair.broker)
         self.closing[key] = (brokers, time.monotonic() + CLOSE_WAIT)
         self._answer_if_closed(key)
 
@@ -225,39 +240,82 @@ class _Serving:
             inside, _ = listener.accept()
         except OSError:
             return
-        try:
-            broker = socket.create_connection(self.upstream, timeout=5)
-        except OSError:
-            inside.close()  # the worker sees the broker refuse, as it would without the relay
-            return
+        broker = socket.socket(socket.AF_INET if ":" not in self.upstream[0] else socket.AF_INET6)
         for sock in (inside, broker):
             # AMQP's frames are small: Nagle's algorithm would hold each one back ~40 ms.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setblocking(False)
-        self.pairs[key].add((inside, broker))
-        self.selector.register(inside, selectors.EVENT_READ, ("data", key, broker))
-        self.selector.register(broker, selectors.EVENT_READ, ("data", key, inside))
-
-    def _pass_on(self, source, target, key):
+        pair = _Pair(key, inside, broker)
+        self.pairs[key].add(pair)
         try:
-            data = source.recv(CHUNK)
-            if data:
-                target.settimeout(SEND_WAIT)
-                target.sendall(data)
-                target.setblocking(False)
-                return
+            broker.connect(self.upstream)
+            pair.connected = True
+        except BlockingIOError:
+            pass  # under way: the broker's socket turns writable once it is connected
         except OSError:
-            pass
-        # One side ended (or would not take more): end the pair.
-        pair = next((p for p in self.pairs.get(key, ()) if source in p), None)
-        if pair is not None:
-            self._forget(key, *pair)
-            for sock in pair:
-                sock.close()
+            self._end(pair)  # the worker sees the broker refuse, as it would without the relay
+            return
+        self._register(pair)
 
-    def _forget(self, key, inside, broker):
-        self.pairs[key].discard((inside, broker))
-        for sock in (inside, broker):
+    def _events(self, pair, sock):
+        """What to wait for on one socket: what it may read (not while its other side has bytes
+        waiting, nor before the broker answers), and whether it has bytes waiting to be written."""
+        if not pair.connected:
+            return selectors.EVENT_WRITE if sock is pair.broker else 0
+        wanted = 0 if pair.waiting[pair.other(sock)] else selectors.EVENT_READ
+        return wanted | (selectors.EVENT_WRITE if pair.waiting[sock] else 0)
+
+    def _ready(self, pair, sock, mask):
+        try:
+            if not pair.connected:
+                error = pair.broker.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if error:
+                    raise OSError(error, os.strerror(error))
+                pair.connected = True
+            elif mask & selectors.EVENT_READ:
+                data = sock.recv(CHUNK)
+                if not data:
+                    raise OSError("closed")
+                pair.waiting[pair.other(sock)] += data
+                self._send(pair, pair.other(sock))
+            if mask & selectors.EVENT_WRITE and pair.connected:
+                self._send(pair, sock)
+        except OSError:
+            self._end(pair)  # one side ended (or failed): end the pair
+            return
+        self._register(pair)
+
+    def _send(self, pair, sock):
+        waiting = pair.waiting[sock]
+        if waiting:
+            try:
+                sent = sock.send(waiting)
+            except BlockingIOError:
+                sent = 0
+            del waiting[:sent]
+
+    def _register(self, pair):
+        for sock in (pair.inside, pair.broker):
+            events = self._events(pair, sock)
+            try:
+                key = self.selector.get_key(sock)
+            except (KeyError, ValueError):
+                key = None
+            if events and key is None:
+                self.selector.register(sock, events, ("data", pair))
+            elif events and key.events != events:
+                self.selector.modify(sock, events, ("data", pair))
+            elif not events and key is not None:
+                self.selector.unregister(sock)
+
+    def _end(self, pair):
+        self._forget(pair)
+        pair.inside.close()
+        pair.broker.close()
+
+    def _forget(self, pair):
+        self.pairs.get(pair.key, set()).discard(pair)
+        for sock in (pair.inside, pair.broker):
             try:
                 self.selector.unregister(sock)
             except (KeyError, ValueError):
