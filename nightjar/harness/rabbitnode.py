@@ -123,7 +123,7 @@ class PrivateNode:
         self.password = secrets.token_urlsafe(18)
         self.process = None
         self.watchdog = None
-        self.port = None
+        self.port = self.dist_port = None
         self.management_port = None
         self._remove_if_orphaned = Path(remove_if_orphaned or self.dir)
 
@@ -135,14 +135,15 @@ class PrivateNode:
     def management_url(self):
         return f"http://127.0.0.1:{self.management_port}/"
 
-    def start(self):
+    def start(self, same_ports=False):
         server = find_tool("rabbitmq-server")
         if server is None:
             raise NodeError("rabbitmq-server is not installed here; install RabbitMQ or pass"
                             " --amqp-url with the address of a broker for grading")
-        self.port, dist_port, self.management_port = free_port(), free_port(), free_port()
+        if not same_ports:
+            self.port, self.dist_port, self.management_port = free_port(), free_port(), free_port()
         d = self.dir
-        env = node_environment(d, self.name, self.port, dist_port, self.management_port,
+        env = node_environment(d, self.name, self.port, self.dist_port, self.management_port,
                                login=(self.USER, self.password))
         self._log = open(d / "server.out", "wb")
         # Its own session: the terminal's Ctrl+C does not reach it, and the
@@ -203,8 +204,17 @@ class PrivateNode:
         interesting = [line for line in lines if "error" in line.lower()] or lines
         return " / ".join(interesting[-3:])[:500] or "no output"
 
+    def restart(self):
+        """Kill the node as a crash would, and start it again on the same ports and data."""
+        self._kill()
+        self.start(same_ports=True).wait_ready()
+
     def stop(self):
         """Kill the node's processes, wait for them, delete its data. Safe to call twice."""
+        self._kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _kill(self):
         if self.watchdog is not None:
             self.watchdog.kill()
             self.watchdog.wait()
@@ -225,7 +235,6 @@ class PrivateNode:
                 pass
             self.process = None
             self._log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _descendants(pid):
