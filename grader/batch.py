@@ -156,7 +156,7 @@ def grade_one(graders, name, handler, broker, options, tmp, route):
     """A Submission from one grader subprocess; whatever the submission does, it does not raise."""
     url, management_url = broker
     command = [sys.executable, "-m", "grader", "--handler", str(handler), "--skip-live", "--json",
-               "--amqp-url", url, "--timeout", f"{options.timeout:g}"]
+               "--amqp-url", url, "--timeout", f"{options.timeout:g}", "--batch-parent", str(os.getpid())]
     group = None
     if route == "linux":
         group = sandbox.existing_group(sandbox.new_group_name())
@@ -202,7 +202,7 @@ def verdict(name, code, stdout, dropped, stderr, timed_out, limit):
     except ValueError:
         report = None
     checks = report.get("checks") if isinstance(report, dict) else None
-    if code in (0, 1) and _well_formed(checks):
+    if code in (0, 1) and well_formed(checks):
         if (code == 0) != all(c["passed"] for c in checks):
             return error(f"the grader's exit status {code} and its report disagree")
         return Submission(name, GRADED, [{k: c[k] for k in ("name", "passed", "reason", "hint")}
@@ -215,7 +215,7 @@ def verdict(name, code, stdout, dropped, stderr, timed_out, limit):
     return error(f"the grader stopped with status {code}: {last.strip()}")
 
 
-def _well_formed(checks):
+def well_formed(checks):
     return (isinstance(checks, list) and bool(checks) and all(
         isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("passed"), bool)
         and isinstance(c.get("reason"), str) and isinstance(c.get("hint"), str) for c in checks))
@@ -316,11 +316,11 @@ def main(options, route=None):
     return report_class(options, submissions)
 
 
-def report_class(options, submissions):
-    """Print the class's table (or JSON) and write its report files; the exit status."""
+def report_class(options, submissions, **extra):
+    """Print the class's table (or JSON, with `extra` keys) and write its report files; the exit status."""
     status = reports.exit_status(submissions)
     if options.json:
-        print(reports.batch_json(submissions))
+        print(reports.batch_json(submissions, **extra))
     else:
         print()
         print(reports.table(submissions))

@@ -3,6 +3,8 @@
                     [--gradescope FILE] [--trusted | --sandbox linux|docker]
    python3 -m grader --handlers DIR [--jobs N] [--amqp-url URL [--management-url URL]] [--json]
                     [--junit FILE] [--trusted | --sandbox linux|docker]
+   python3 -m grader --handlers DIR --farm URL [--batch ID] [--json] [--junit FILE]
+   python3 -m grader serve --farm URL [--slots N]      (a grading host: grader/farm_host.py)
 
 Where handler.py runs (see nightjar/harness/sandbox.py and grader/in_docker.py):
 the Linux route (as root) runs every submission in a sandbox of its own; the
@@ -79,6 +81,8 @@ def parse_options(argv):
                                 " root; a class without root uses docker when an engine answers")
     # A batch hands each submission's grader the control group it made for it.
     parser.add_argument("--sandbox-group", help=argparse.SUPPRESS)
+    # ... and its own PID: a submission's grader ends with the batch (or farm host) that started it.
+    parser.add_argument("--batch-parent", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="how long one worker run may take before it is stopped (default 10)")
@@ -92,7 +96,20 @@ def parse_options(argv):
                        help="submissions graded at the same time (default: the number of cores)")
     group.add_argument("--submission-timeout", type=float, default=120.0, metavar="SECONDS",
                        help="how long one submission's grading may take (default 120)")
+    group.add_argument("--farm", metavar="URL",
+                       help="grade the class on a grading farm: publish its jobs to this RabbitMQ"
+                            " and collect the results of the hosts that serve it (grader/farm.py)")
+    group.add_argument("--batch", metavar="ID",
+                       help="with --farm: go on with a batch stopped before (its ID was printed)")
     options = parser.parse_args(argv)
+    if options.farm is not None:
+        if options.handlers is None:
+            parser.error("--farm grades a class: add --handlers DIR")
+        if options.amqp_url or options.trusted or options.sandbox:
+            parser.error("on a farm, the grading hosts choose their broker and sandbox:"
+                         " leave out --amqp-url, --trusted and --sandbox")
+    elif options.batch is not None:
+        parser.error("--batch goes with --farm")
     if options.handlers is not None:
         if options.handler or options.live_db or options.skip_live_queue:
             parser.error("--handlers grades a class without live results:"
@@ -244,7 +261,11 @@ def _terminate(signum, frame):
 
 
 def main(argv=None):
-    options = parse_options(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        from . import farm_host  # a grading host of the farm
+        return farm_host.main(argv[1:])
+    options = parse_options(argv)
     # SIGTERM and SIGHUP end the grader like Ctrl+C: the private node and the
     # workers are stopped by the finally blocks.
     if threading.current_thread() is threading.main_thread():
@@ -253,6 +274,12 @@ def main(argv=None):
         # Started in the background of a non-interactive shell, SIGINT would
         # arrive ignored; Ctrl+C must still stop the node and the workers.
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if options.farm is not None:
+        from . import farm_collector  # the grading hosts sandbox and grade; this side collects
+        try:
+            return farm_collector.main(options)
+        except KeyboardInterrupt:
+            return 130
     handler = Path(options.handler or default_handler())
     started = time.monotonic()
     route, error, results, where = None, None, [], ""

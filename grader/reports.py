@@ -23,6 +23,7 @@ class Submission:
     checks: list = field(default_factory=list)
     note: str = ""
     seconds: float = 0.0
+    host: str = ""  # the farm host that graded it (grader/farm.py); empty when graded here
 
     @property
     def passed(self):
@@ -47,6 +48,8 @@ class Submission:
                "checks": self.checks}
         if self.note:
             out["note"] = self.note
+        if self.host:
+            out["host"] = self.host
         return out
 
 
@@ -100,9 +103,10 @@ def summary_line(submissions):
     return line + (f"; {skipped} skipped." if skipped else ".")
 
 
-def batch_json(submissions):
+def batch_json(submissions, **extra):
     return json.dumps({"passed": exit_status(submissions) == 0,
-                       "submissions": [s.as_dict() for s in submissions]}, ensure_ascii=False)
+                       "submissions": [s.as_dict() for s in submissions], **extra},
+                      ensure_ascii=False)
 
 
 # ---- JUnit XML -----------------------------------------------------------------------

@@ -30,14 +30,14 @@ def connect(settings):
     try:
         return pika.BlockingConnection(params)
     except (pika.exceptions.AMQPError, OSError) as error:
-        reason = _describe(error)
+        reason = describe_error(error)
         raise BrokerUnavailable(
             f"Cannot reach RabbitMQ at {redact_url(settings.amqp_url)} ({reason})."
             " Start the lab with 'make local' (or 'make up'), or set NIGHTJAR_AMQP_URL."
         ) from None
 
 
-def _describe(error):
+def describe_error(error):
     if isinstance(error, pika.exceptions.ProbableAuthenticationError):
         return "login refused: check the user and password in NIGHTJAR_AMQP_URL"
     if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
