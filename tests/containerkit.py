@@ -4,7 +4,8 @@ compose.yaml and its Dockerfiles disagrees with the repository.
 It checks that build contexts and COPY sources exist and are sent, commands
 are real entry points (the same ones `make local` runs), environment variables
 are ones the code reads, nobody uses RabbitMQ's guest account, ports listen on
-127.0.0.1 only, and the grader can reach its own broker but never the live one.
+127.0.0.1 only, the grader can reach its own broker but never the live one, and
+the farm's grading hosts reach their farm broker and nothing else.
 """
 
 import os
@@ -18,6 +19,8 @@ from containerfiles import (
 
 LIVE_BROKER, SITE, WORKSTATION = "rabbitmq", "site", "workstation"
 GRADER, GRADER_BROKER = "grader", "grader-broker"
+FARM_BROKER, GRADER_HOST = "farm-broker", "grader-host"
+SANDBOX_DOCKERFILE = "grader/sandbox.Dockerfile"
 LEARNER_FOLDER = "/home/labex/project/ticket-desk"
 
 
@@ -40,7 +43,7 @@ def container_problems(compose, overrides=None, env_names=None, site_modules=Non
         if key in compose:
             problems.append(f"top-level '{key}:' key: Debian's docker-compose 1.29 rejects 'name:',"
                             " and 'version:' is obsolete in the Compose Specification")
-    for role in (LIVE_BROKER, SITE, WORKSTATION, GRADER_BROKER, GRADER):
+    for role in (LIVE_BROKER, SITE, WORKSTATION, GRADER_BROKER, GRADER, FARM_BROKER, GRADER_HOST):
         if role not in services:
             problems.append(f"service '{role}' is missing")
     if problems:
@@ -58,7 +61,7 @@ def container_problems(compose, overrides=None, env_names=None, site_modules=Non
                 if variable.startswith("NIGHTJAR_") and variable not in env_names:
                     problems.append(f"{name}: environment variable {variable} is read by no code")
 
-    for broker in (LIVE_BROKER, GRADER_BROKER):
+    for broker in (LIVE_BROKER, GRADER_BROKER, FARM_BROKER):
         if not (services[broker].get("healthcheck") or {}).get("test"):
             problems.append(f"{broker}: no health check")
     for name in (SITE, WORKSTATION):
@@ -77,6 +80,35 @@ def container_problems(compose, overrides=None, env_names=None, site_modules=Non
     problems += site_problems(services, images, site_modules)
     problems += workstation_problems(services, images, set(compose.get("volumes") or {}))
     problems += grader_problems(services, images)
+    problems += farm_problems(services, compose.get("networks") or {})
+    return problems
+
+
+def farm_problems(services, networks):
+    """The grading farm (profile "farm"): hosts on internal networks only, reaching their broker,
+    with the capabilities the sandbox needs and no others (grader/in_docker.py's)."""
+    from grader.in_docker import CAPABILITIES
+    problems = []
+    host, broker = services[GRADER_HOST], services[FARM_BROKER]
+    for name in (GRADER_HOST, FARM_BROKER):
+        if "farm" not in (services[name].get("profiles") or []):
+            problems.append(f"{name}: not under the 'farm' profile")
+    host_networks = service_networks(host)
+    open_networks = sorted(n for n in host_networks if not (networks.get(n) or {}).get("internal"))
+    if open_networks:
+        problems.append(f"{GRADER_HOST}: on a network with a way out ({', '.join(open_networks)})")
+    lab = set().union(*(service_networks(services[n]) for n in (LIVE_BROKER, GRADER_BROKER)))
+    if host_networks & lab:
+        problems.append(f"{GRADER_HOST}: shares a network with the lab's brokers"
+                        f" ({', '.join(sorted(host_networks & lab))})")
+    url = argument(service_command(host), "--farm")
+    if (urlsplit(url).hostname if url else None) != FARM_BROKER:
+        problems.append(f"{GRADER_HOST}: --farm does not point at {FARM_BROKER} ({url})")
+    elif not host_networks & service_networks(broker):
+        problems.append(f"{GRADER_HOST}: shares no network with {FARM_BROKER}, so it cannot reach it")
+    if host.get("cap_drop") != ["ALL"] or sorted(host.get("cap_add") or []) != sorted(CAPABILITIES):
+        problems.append(f"{GRADER_HOST}: capabilities are not ALL dropped and the sandbox's"
+                        " (grader/in_docker.py) added")
     return problems
 
 
@@ -134,7 +166,10 @@ def image_problems(name, service, overrides, images, env_names):
         for chosen in dict.fromkeys(bases):
             if not re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", chosen):
                 problems.append(f"{name}: base image {chosen} is not a pinned python:3.11.x-slim-bookworm")
-    if image.user is None or image.user.split(":")[0] in ("root", "0"):
+    # The sandbox's image runs as root by design: it builds a sandbox per submission,
+    # inside a container that drops every other capability (farm_problems checks that).
+    if dockerfile_rel != SANDBOX_DOCKERFILE and (image.user is None
+                                                 or image.user.split(":")[0] in ("root", "0")):
         problems.append(f"{name}: {dockerfile_rel} runs as root (no non-root USER)")
     elif "RUN" in keywords and last_index(keywords, "RUN") > last_index(keywords, "USER"):
         problems.append(f"{name}: {dockerfile_rel} has RUN steps after its final USER")

@@ -222,6 +222,14 @@ def _grader_without_profile(compose):
     del _services(compose)[GRADER]["profiles"]
 
 
+def _grader_host_on_live_network(compose):
+    _services(compose)["grader-host"]["networks"] = ["farm", "live"]
+
+
+def _grader_host_with_all_capabilities(compose):
+    _services(compose)["grader-host"]["cap_add"] = ["ALL"]
+
+
 def _learner_folder_in_bind_mount(compose):
     _services(compose)[WORKSTATION]["volumes"] = ["live-data:/data", "./ticket-desk:" + LEARNER_FOLDER]
 
@@ -244,6 +252,8 @@ BROKEN_COMPOSE = [
     (_top_level_name, "top-level 'name:'"),
     (_grader_without_profile, "grader: not under the 'grader' profile"),
     (_learner_folder_in_bind_mount, "not on a named volume of its own"),
+    (_grader_host_on_live_network, "grader-host: on a network with a way out (live)"),
+    (_grader_host_with_all_capabilities, "grader-host: capabilities"),
 ]
 
 
