@@ -47,12 +47,12 @@ class Output:
 
 
 class Host:
-    """`python3 -m grader serve` with one slot, grading on `grading_broker` (conftest's GradingBroker)."""
+    """`python3 -m grader serve`, grading on `grading_broker` (conftest's GradingBroker)."""
 
-    def __init__(self, url, name, grading_broker, timeout="10"):
+    def __init__(self, url, name, grading_broker, timeout="10", slots=1):
         self.name = name
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader", "serve", "--farm", url, "--slots", "1", "--name", name,
+            [sys.executable, "-m", "grader", "serve", "--farm", url, "--slots", str(slots), "--name", name,
              "--timeout", timeout, *grading_broker.args], cwd=ROOT, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.output = Output(self.process, self.process.stdout)

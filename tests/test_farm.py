@@ -231,3 +231,36 @@ def test_a_stopped_collector_resumes_and_a_farm_broker_crash_loses_nothing(
         host.output.wait_for(r"^Lost the farm broker")
         assert len([line for line in host.output.lines if line.startswith("Connected")]) == 2
         host.stop()
+
+
+@pytest.mark.containers
+def test_the_compose_farm_grades_as_a_local_batch(local_verdicts, tmp_path):
+    """`docker compose --profile farm up --scale grader-host=2`, and the collector on this machine."""
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
+            pytest.fail("no Docker engine answers (NIGHTJAR_CONTAINER_TESTS=required)")
+        pytest.skip("no Docker engine answers ('docker info' failed)")
+    from nightjar.compose import V2
+    from nightjar.harness.rabbitnode import free_port
+    from stackkit import Stack, Unavailable
+    try:
+        stack = Stack(f"nightjar-farm-test-{os.getpid()}", compose=V2)
+    except Unavailable as reason:
+        pytest.fail(f"Compose v2 cannot run the farm: {reason}")
+    port, password = free_port(), f"farm-{os.getpid()}"
+    stack.env.update(NIGHTJAR_FARM_PORT=str(port), NIGHTJAR_FARM_PASSWORD=password)
+    names = ["zoë", "syntax_error"]
+    folder = make_class(tmp_path / "class", names)
+    try:
+        up = stack.compose("--profile", "farm", "up", "-d", "--scale", "grader-host=2",
+                           "farm-broker", "grader-host")
+        assert up.returncode == 0, up.stdout + up.stderr
+        run = collector(folder, f"amqp://nightjar-farm:{password}@127.0.0.1:{port}/%2F", tmp_path,
+                        "--json")
+        status, out, err = finished(run, timeout=600)
+        report = json.loads(out)
+        assert verdicts(report) == {name: local_verdicts[name] for name in names}, err
+        hosts = stack.compose("--profile", "farm", "ps", "-q", "grader-host").stdout.split()
+        assert len(hosts) == 2
+    finally:
+        stack.compose("--profile", "farm", "down", "--volumes", "--remove-orphans", "--timeout", "5")
