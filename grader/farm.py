@@ -54,13 +54,21 @@ JOB, RESULT = "nightjar.farm.job", "nightjar.farm.result"
 STATUSES = (GRADED, ERROR, REFUSED, SKIPPED)
 
 # What a broken connection looks like to pika: the broker went away or closed it.
+# (A channel the broker closes is a refusal instead: see Refusal.)
 CONNECTION_LOST = (pika.exceptions.AMQPConnectionError, pika.exceptions.ConnectionClosed,
-                   pika.exceptions.StreamLostError, pika.exceptions.ChannelClosedByBroker,
-                   pika.exceptions.ChannelWrongStateError, ConnectionError, OSError)
+                   pika.exceptions.StreamLostError, pika.exceptions.ChannelWrongStateError,
+                   ConnectionError, OSError)
+# The broker refused what was asked (e.g. a jobs queue declared with other arguments by
+# another farm version): trying again would not help.
+Refusal = pika.exceptions.ChannelClosedByBroker
 
 
 class FarmUnavailable(Exception):
     """The farm broker cannot be reached; the text says why in one line."""
+
+
+class FarmRefused(FarmUnavailable):
+    """The farm broker answers but refuses this login or vhost: waiting will not help."""
 
 
 class Refused(Exception):
@@ -76,9 +84,20 @@ def connect(url):
     params.blocked_connection_timeout = 60
     try:
         return pika.BlockingConnection(params)
+    except pika.exceptions.ProbableAuthenticationError:
+        raise FarmRefused(f"the farm broker at {redact_url(url)} refused the login:"
+                          " check the user and password in the --farm URL") from None
+    except pika.exceptions.ProbableAccessDeniedError:
+        raise FarmRefused(f"the farm broker at {redact_url(url)} refused access to the"
+                          " vhost in the --farm URL") from None
     except (pika.exceptions.AMQPError, OSError) as error:
         raise FarmUnavailable(f"cannot reach the farm broker at {redact_url(url)}"
                               f" ({describe_error(error)})") from None
+
+
+def refusal_text(error):
+    """A channel the broker closed, in one line."""
+    return f"the farm broker refused: {error.reply_text}"
 
 
 def declare(channel):

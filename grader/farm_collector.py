@@ -206,24 +206,21 @@ class Collector:
                 f" {farm.counted(queued.consumer_count, 'grading host')} taking jobs.")
 
 
-def run(options, found, batch_id, store, progress):
-    """Publish and collect, connecting again whenever the farm broker is lost."""
+def run(options, found, batch_id, store, progress, connection):
+    """Publish and collect on `connection`, and on a new one whenever the farm broker is lost."""
     total = sum(handler is not None for _, handler in found)
     collector = Collector(options, batch_id, store, total, progress)
-    connected, waiting_said, delay = False, False, 1.0
+    waiting_said, delay = False, 1.0
     while store.missing():
         try:
-            connection = farm.connect(options.farm)
+            connection = connection or farm.connect(options.farm)
         except farm.FarmUnavailable as error:
-            if not connected:  # a wrong URL or login, or no broker at all: say so at once
-                raise FarmError(str(error)) from None
             if not waiting_said:
                 say(f"Waiting for the farm broker: {error}.", sys.stderr)
                 waiting_said = True
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
             continue
-        connected = True
         waiting_said, delay = False, 1.0
         try:
             channel = connection.channel()
@@ -235,6 +232,8 @@ def run(options, found, batch_id, store, progress):
             channel.queue_delete(farm.results_queue(batch_id))
         except pika.exceptions.UnroutableError:
             raise FarmError("the farm broker has no jobs queue to route jobs to") from None
+        except farm.Refusal as error:
+            raise FarmError(farm.refusal_text(error)) from None
         except farm.CONNECTION_LOST as error:
             say(f"Lost the farm broker ({type(error).__name__}); connecting again.", sys.stderr)
             continue
@@ -243,6 +242,7 @@ def run(options, found, batch_id, store, progress):
                 connection.close()
             except farm.CONNECTION_LOST + (pika.exceptions.AMQPError,):
                 pass
+            connection = None
 
 
 def submissions_of(found, store, jobs):
@@ -258,8 +258,9 @@ def main(options):
         found = refuse_oversized(batch.discover(options.handlers))
         if not any(handler for _, handler in found):  # nothing to send: the local batch's report
             return batch.report_class(options, [submission for submission, _ in found])
+        connection = farm.connect(options.farm)  # a wrong URL or login is said at once
         batch_id, store, jobs = open_batch(options, found)
-    except (batch.BatchError, FarmError, OSError, sqlite3.Error) as error:
+    except (batch.BatchError, farm.FarmUnavailable, FarmError, OSError, sqlite3.Error) as error:
         return cannot_grade(options, str(error))
     total = len(jobs)
     progress = None
@@ -268,7 +269,7 @@ def main(options):
         say(f"Grading {farm.counted(total, 'submission')} in {options.handlers} on the grading farm at"
             f" {redact_url(options.farm)} (batch {batch_id}; each in a sandbox on a grading host)")
     try:
-        run(options, found, batch_id, store, progress)
+        run(options, found, batch_id, store, progress, connection)
     except FarmError as error:
         store.close()
         return cannot_grade(options, str(error))

@@ -112,18 +112,17 @@ class Host:
         while not self.stopping:
             try:
                 session = Session(farm.connect(self.options.farm), self.options.slots)
+            except farm.FarmRefused:
+                raise
             except farm.FarmUnavailable as error:
-                if "login refused" in str(error):
-                    raise
                 if not waiting_said:
                     say(f"Waiting for the farm broker: {error}.")
                     waiting_said = True
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
                 continue
-            except farm.CONNECTION_LOST as error:
-                say(f"The farm broker refused this host's topology: {error}")
-                time.sleep(delay)
+            except farm.CONNECTION_LOST:
+                time.sleep(delay)  # lost while setting up: the same as unreachable
                 continue
             say(f"Connected to the farm broker; taking up to {farm.counted(self.options.slots, 'job')} at once.")
             waiting_said, delay = False, 1.0
@@ -249,6 +248,13 @@ def main(argv):
     signal.signal(signal.SIGINT, on_interrupt)
     signal.signal(signal.SIGTERM, on_interrupt)
     signal.signal(signal.SIGHUP, on_interrupt)
+    try:  # a wrong login is said at once, before a grading node is started for nothing
+        farm.connect(options.farm).close()
+    except farm.FarmRefused as error:
+        print(f"Cannot serve: {error}", file=sys.stderr)
+        return 2
+    except farm.FarmUnavailable:
+        pass  # serve() waits for it, saying so
     scratch = Path(tempfile.mkdtemp(prefix="nightjar-farm-"))
     node = None
     try:
@@ -270,6 +276,9 @@ def main(argv):
         return 2
     except farm.FarmUnavailable as error:
         print(f"Cannot serve: {error}", file=sys.stderr)
+        return 2
+    except farm.Refusal as error:
+        print(f"Cannot serve: {farm.refusal_text(error)}", file=sys.stderr)
         return 2
     finally:
         if node is not None:

@@ -26,7 +26,7 @@ from labkit import HANDLERS, ROOT, processes_mentioning
 from nightjar.config import redact_url
 from nightjar.harness import sandbox
 from nightjar.harness.rabbitadmin import Admin
-from nightjar.harness.rabbitnode import PrivateNode
+from nightjar.harness.rabbitnode import PrivateNode, free_port
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"farm hosts grade in the sandbox: {sandbox.unavailable_reason()}")
@@ -241,7 +241,6 @@ def test_the_compose_farm_grades_as_a_local_batch(local_verdicts, tmp_path):
             pytest.fail("no Docker engine answers (NIGHTJAR_CONTAINER_TESTS=required)")
         pytest.skip("no Docker engine answers ('docker info' failed)")
     from nightjar.compose import V2
-    from nightjar.harness.rabbitnode import free_port
     from stackkit import Stack, Unavailable
     try:
         stack = Stack(f"nightjar-farm-test-{os.getpid()}", compose=V2)
@@ -264,3 +263,29 @@ def test_the_compose_farm_grades_as_a_local_batch(local_verdicts, tmp_path):
         assert len(hosts) == 2
     finally:
         stack.compose("--profile", "farm", "down", "--volumes", "--remove-orphans", "--timeout", "5")
+
+
+def test_bad_input_is_refused_in_one_line(farm_node, farm_url, grading_broker, tmp_path):
+    folder = make_class(tmp_path / "class", ["syntax_error"])
+    wrong_login = re.sub(r"//[^:]+:[^@]+@", "//nobody:wrong@", farm_url)
+    closed = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F"
+    env = dict(os.environ, NIGHTJAR_LOCAL_VAR=str(tmp_path / "var"))
+
+    def grader(*args):
+        result = subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=60)
+        return result.returncode, result.stdout, result.stderr
+
+    assert grader("serve", "--farm", wrong_login, *grading_broker.args) == (2, "", (
+        f"Cannot serve: the farm broker at {redact_url(wrong_login)} refused the login:"
+        " check the user and password in the --farm URL\n"))
+    assert grader("--handlers", str(folder), "--farm", closed) == (2, "", (
+        f"Cannot grade: cannot reach the farm broker at {redact_url(closed)}"
+        " (connection refused: is RabbitMQ running?)\n"))
+    assert grader("--handlers", str(folder), "--farm", farm_url, "--batch", "gone") == (2, "", (
+        f"Cannot grade: no batch gone here (it would be in {tmp_path / 'var' / 'farm' / 'gone.sqlite'})\n"))
+    assert grader("--handlers", str(folder), "--farm", farm_url, "--batch", "../x")[2] == (
+        "Cannot grade: a batch ID is up to 64 letters, digits, '.', '_' or '-': '../x'\n")
+    status, _, err = grader("--handler", str(folder / "syntax_error" / "handler.py"), "--farm", farm_url)
+    assert (status, err.splitlines()[-1]) == (
+        2, "python3 -m grader: error: --farm grades a class: add --handlers DIR")
