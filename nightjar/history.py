@@ -85,11 +85,18 @@ def clear(path):
         held = len(read(path).deliveries)
     except OSError:
         held = 0
+    remove(path)
+    return held
+
+
+def remove(path):
+    """Remove the history file, if any, without reading it (a new database's worker needs no count)."""
+    if path is None:
+        return
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
-    return held
 
 
 # ---------------------------------------------------------------- writing
