@@ -103,12 +103,12 @@ def remove(path):
 
 # One encoder for every record: json.dumps() with options builds a new one each call, which
 # costs as much as encoding a record.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def encode(record):
     """One record as one line of the store."""
-    return (_ENCODER.encode(record) + "\n").encode("utf-8", "replace")
+    return (encoder.encode(record) + "\n").encode("utf-8", "replace")
 
 
 class Appender:
