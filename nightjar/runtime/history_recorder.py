@@ -121,14 +121,14 @@ class Recorder:
             if current.ended:
                 return  # e.g. Ctrl+C after handle() returned: that delivery's story is told
             current.ended = True
-        if event in LOOK_FOR_TICKETS:
-            new = self._new_tickets()
-            if new:
-                fields["committed"] = new
-        if event == "returned" and current.last in SETTLING and not fields:
+        new = self._new_tickets() if event in LOOK_FOR_TICKETS else []
+        if event == "returned" and current.last in SETTLING and not fields and not new:
             return  # a plain ack (or nack, reject) then return: the settlement ends the story
         current.last = event
-        self._write(event, "," + encoder.encode(fields)[1:-1] if fields else "")
+        members = "," + encoder.encode(fields)[1:-1] if fields else ""
+        if new:  # ticket numbers (ints), as JSON: "committed":[5,6]
+            members += f',"committed":[{",".join(map(str, new))}]'
+        self._write(event, members)
 
     def _new_tickets(self):
         """Tickets of the current registration committed since the last look (none when nothing changed)."""
