@@ -57,7 +57,7 @@ def connect(path):
     db.execute("PRAGMA synchronous = FULL")
     if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION and _create(db):
         # A new database starts a new story: an old delivery history beside it is not its own.
-        history.clear(history.store_path(path))
+        history.remove(history.store_path(path))
     return db
 
 

@@ -85,19 +85,30 @@ def clear(path):
         held = len(read(path).deliveries)
     except OSError:
         held = 0
+    remove(path)
+    return held
+
+
+def remove(path):
+    """Remove the history file, if any, without reading it (a new database's worker needs no count)."""
+    if path is None:
+        return
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
-    return held
 
 
 # ---------------------------------------------------------------- writing
 
+# One encoder for every record: json.dumps() with options builds a new one each call, which
+# costs as much as encoding a record.
+encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def encode(record):
     """One record as one line of the store."""
-    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
-        "utf-8", "replace")
+    return (encoder.encode(record) + "\n").encode("utf-8", "replace")
 
 
 class Appender:

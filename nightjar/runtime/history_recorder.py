@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import events
 from ..events import SETTLING
-from ..history import COMPACT_BYTES, ENDINGS, Appender, compact, encode, process_start, store_path
+from ..history import COMPACT_BYTES, ENDINGS, Appender, compact, encoder, process_start, store_path
 
 # The events of a delivery the history keeps, with the fields it keeps of each.
 KEPT = {
@@ -34,6 +34,22 @@ LOOK_FOR_TICKETS = {"paused", "ack", "nack", "reject", "returned", "raised", "in
                     "connection-lost"}
 
 
+class Delivery:
+    """The delivery being handled: what its records share, and what the looks for tickets found."""
+
+    __slots__ = ("id", "start", "after", "reported", "seen", "last", "ended")
+
+    def __init__(self, registration_id, after):
+        self.id = registration_id
+        # Every record of it starts alike: {"id":"R-0003","delivery":"9f2c41d07ab3", (encoded once)
+        self.start = f'{{"id":{encoder.encode(registration_id)},"delivery":"{os.urandom(6).hex()}",'
+        self.after = after        # the highest ticket number known when it began
+        self.reported = set()     # its tickets already recorded as committed
+        self.seen = None          # the handler connection's total_changes at the last look
+        self.last = "received"    # the last event recorded
+        self.ended = False        # an ending (ENDINGS) was recorded
+
+
 class Recorder:
     """Writes the history of one worker run: listens to nightjar/events.py, one record per event."""
 
@@ -45,12 +61,13 @@ class Recorder:
         self.db = db
         self.current = None  # the delivery being handled: its record fields and what it reported
         self._store = Appender(self.path)
-        self._waiting = []  # encoded records not written yet (see AT_ONCE)
+        self._waiting = []  # lines (str) not written yet (see AT_ONCE)
         self._next_compaction = COMPACT_BYTES
         self._highest = None  # the highest ticket number this run knows of
         self._tickets_db = None
         self._warned = False
-        self._worker = {"worker": os.getpid(), "started": process_start(os.getpid())}
+        # The end of every `received` line: this process and its start time.
+        self._worker = encoder.encode({"worker": os.getpid(), "started": process_start(os.getpid())})[1:-1]
 
     @classmethod
     def start(cls, settings, db=None):
@@ -74,7 +91,7 @@ class Recorder:
 
     def stopped(self, event="interrupted", **fields):
         """The run stops (Ctrl+C: interrupted; RabbitMQ gone: connection-lost) during a delivery."""
-        if self.current is not None and not self.current["ended"]:
+        if self.current is not None and not self.current.ended:
             self.hear(event, fields)
 
     def close(self):
@@ -93,51 +110,55 @@ class Recorder:
     def _begin(self, fields):
         if self._highest is None:  # once a run; then what this worker's looks have seen
             self._highest = max(self._tickets(None, 0), default=0)
-        self.current = {"id": fields["id"], "delivery": os.urandom(6).hex(), "ended": False,
-                        "reported": set(), "after": self._highest, "seen": None,
-                        "last": "received"}
-        self._write("received", redelivered=fields["redelivered"], after=self._highest,
-                    **self._worker)
+        self.current = Delivery(fields["id"], self._highest)
+        # Built by hand, the commonest record: a bool and an int, then the worker's own part.
+        redelivered = "true" if fields["redelivered"] else "false"
+        self._write("received", f',"redelivered":{redelivered},"after":{self._highest},{self._worker}')
 
     def _step(self, event, fields):
         current = self.current
         if event in ENDINGS:
-            if current["ended"]:
+            if current.ended:
                 return  # e.g. Ctrl+C after handle() returned: that delivery's story is told
-            current["ended"] = True
-        if event in LOOK_FOR_TICKETS:
-            new = self._new_tickets()
-            if new:
-                fields["committed"] = new
-        if event == "returned" and current["last"] in SETTLING and not fields:
+            current.ended = True
+        new = self._new_tickets() if event in LOOK_FOR_TICKETS else []
+        if event == "returned" and current.last in SETTLING and not fields and not new:
             return  # a plain ack (or nack, reject) then return: the settlement ends the story
-        current["last"] = event
-        self._write(event, **fields)
+        current.last = event
+        members = "," + encoder.encode(fields)[1:-1] if fields else ""
+        if new:  # ticket numbers (ints), as JSON: "committed":[5,6]
+            members += f',"committed":[{",".join(map(str, new))}]'
+        self._write(event, members)
 
     def _new_tickets(self):
         """Tickets of the current registration committed since the last look (none when nothing changed)."""
         current = self.current
         changes = self.db.total_changes if self.db is not None else None
-        if changes is not None and changes == current["seen"]:
+        if changes is not None and changes == current.seen:
             return []
-        new = [n for n in self._tickets(current["id"], current["after"]) if n not in current["reported"]]
-        current["reported"].update(new)
+        new = [n for n in self._tickets(current.id, current.after) if n not in current.reported]
+        current.reported.update(new)
         self._highest = max([self._highest, *new])
         # Changes in a transaction still open are not committed yet: look again next time.
-        current["seen"] = None if changes is None or self.db.in_transaction else changes
+        current.seen = None if changes is None or self.db.in_transaction else changes
         return new
 
-    def _write(self, event, **fields):
-        record = {"id": self.current["id"], "delivery": self.current["delivery"], "event": event,
-                  "time": round(time.time(), 3), **fields}
-        self._waiting.append(encode(record))
+    def _write(self, event, fields):
+        """Record `event`; fields: its own fields as JSON members, each after a comma ("" for none).
+
+        The line is the same as history.encode() of the record {"id", "delivery", "event",
+        "time", **fields} would give, put together from parts encoded once where possible
+        (encoding whole records cost more than all the rest of the history's work a delivery).
+        """
+        line = f'{self.current.start}"event":"{event}","time":{round(time.time(), 3)!r}{fields}}}\n'
+        self._waiting.append(line)
         if event in AT_ONCE:
             self._flush()
 
     def _flush(self):
         if not self._waiting:
             return
-        data = b"".join(self._waiting)
+        data = "".join(self._waiting).encode("utf-8", "replace")
         self._waiting.clear()
         size = self._store.write(data)
         if size > self._next_compaction:
