@@ -14,6 +14,12 @@ control socket and asks it to close a trial's connections after each worker
 run: it closes them all and answers once RabbitMQ has ended each one, so a
 delivery the trial left unacknowledged is back in its queue before the
 grader looks.
+
+A worker's connection ends through the relay as it would without one: every
+byte the worker wrote reaches RabbitMQ before the end of the connection (an
+ack sent just before the worker was killed counts, as it does on a direct
+connection), then RabbitMQ is told the connection ends and the relay reads
+until RabbitMQ has ended it.
 """
 
 import ctypes
@@ -136,6 +142,7 @@ class _Pair:
     def __init__(self, key, inside, broker):
         self.key, self.inside, self.broker = key, inside, broker
         self.connected = False
+        self.ending = False  # the worker's side ended: the broker's is read until RabbitMQ ends it
         self.waiting = {inside: bytearray(), broker: bytearray()}
 
     def other(self, sock):
@@ -153,7 +160,7 @@ class _Serving:
         self.selector.register(control, selectors.EVENT_READ, ("control", None))
         self.pairs = {}      # trial key -> {_Pair}
         self.listeners = {}  # trial key -> listening socket
-        self.closing = {}    # trial key -> ({broker sockets still open}, deadline)
+        self.closing = {}    # trial key -> ({its pairs RabbitMQ has not ended yet}, deadline)
 
     def run(self):
         while True:
@@ -164,8 +171,8 @@ class _Serving:
                         return
                 elif kind == "accept":
                     self._accept(selected.fileobj, item)
-                elif kind == "closing":
-                    self._ending(selected.fileobj, item)
+                elif kind == "ending":
+                    self._ending(item)
                 else:
                     self._ready(item, selected.fileobj, mask)
             self._expire()
@@ -196,30 +203,52 @@ class _Serving:
         return True
 
     def _close(self, key):
-        brokers = set()
+        """End every connection of the trial (its workers are gone); answer once RabbitMQ has."""
         for pair in list(self.pairs.get(key, ())):
-            self._forget(pair)
-            pair.inside.close()
-            try:
-                pair.broker.shutdown(socket.SHUT_WR)  # RabbitMQ reads the end and ends the connection
-            except OSError:
-                pair.broker.close()
-                continue
-            self.selector.register(pair.broker, selectors.EVENT_READ, ("closing", key))
-            brokers.add(pair.broker)
-        self.closing[key] = (brokers, time.monotonic() + CLOSE_WAIT)
+            if not pair.ending:
+                self._hand_over(pair)
+        ending = {pair for pair in self.pairs.get(key, ()) if pair.ending}
+        self.closing[key] = (ending, time.monotonic() + CLOSE_WAIT)
         self._answer_if_closed(key)
 
-    def _ending(self, broker, key):
+    def _hand_over(self, pair):
+        """The worker's side has ended (or its trial is closed): send RabbitMQ every byte the
+        worker wrote, then the end of the connection, as the worker's own close would; then
+        read the broker's side until RabbitMQ ends it (see _ending)."""
+        self._forget(pair)
         try:
-            if broker.recv(CHUNK):
+            while data := pair.inside.recv(CHUNK):  # all it wrote before it ended
+                pair.waiting[pair.broker] += data
+        except OSError:
+            pass  # nothing more now (BlockingIOError), or its side failed
+        pair.inside.close()
+        try:
+            if not pair.connected:
+                raise OSError("never connected")
+            if pair.waiting[pair.broker]:
+                pair.broker.settimeout(CLOSE_WAIT)
+                pair.broker.sendall(pair.waiting[pair.broker])
+                pair.broker.setblocking(False)
+            pair.broker.shutdown(socket.SHUT_WR)  # RabbitMQ reads the end and ends the connection
+        except OSError:
+            self._end(pair)
+            return
+        pair.ending = True
+        self.pairs.setdefault(pair.key, set()).add(pair)
+        self.selector.register(pair.broker, selectors.EVENT_READ, ("ending", pair))
+
+    def _ending(self, pair):
+        try:
+            if pair.broker.recv(CHUNK):
                 return  # what RabbitMQ still sends before it closes
+        except BlockingIOError:
+            return
         except OSError:
             pass
-        self.selector.unregister(broker)
-        broker.close()
-        self.closing[key][0].discard(broker)
-        self._answer_if_closed(key)
+        self._end(pair)
+        if pair.key in self.closing:
+            self.closing[pair.key][0].discard(pair)
+            self._answer_if_closed(pair.key)
 
     def _answer_if_closed(self, key):
         if not self.closing[key][0]:
@@ -227,12 +256,11 @@ class _Serving:
             self.control.send(b"ok")
 
     def _expire(self):
-        for key, (brokers, deadline) in list(self.closing.items()):
+        for key, (ending, deadline) in list(self.closing.items()):
             if time.monotonic() > deadline:
-                for broker in brokers:
-                    self.selector.unregister(broker)
-                    broker.close()
-                brokers.clear()
+                for pair in ending:
+                    self._end(pair)
+                ending.clear()
                 self._answer_if_closed(key)
 
     def _accept(self, listener, key):
@@ -274,6 +302,9 @@ class _Serving:
                 pair.connected = True
             elif mask & selectors.EVENT_READ:
                 data = sock.recv(CHUNK)
+                if not data and sock is pair.inside:
+                    self._hand_over(pair)  # the worker ended its connection (or died)
+                    return
                 if not data:
                     raise OSError("closed")
                 pair.waiting[pair.other(sock)] += data
@@ -281,7 +312,7 @@ class _Serving:
             if mask & selectors.EVENT_WRITE and pair.connected:
                 self._send(pair, sock)
         except OSError:
-            self._end(pair)  # one side ended (or failed): end the pair
+            self._end(pair)  # the broker ended it (or a side failed): end the pair
             return
         self._register(pair)
 
