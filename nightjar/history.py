@@ -82,7 +82,7 @@ def clear(path):
     if path is None:
         return 0
     try:
-        held = len(read(path).deliveries)
+        held = sum(len(kept) for kept in read(path).deliveries.values())
     except OSError:
         held = 0
     remove(path)

@@ -219,5 +219,8 @@ def test_a_new_database_starts_a_new_history_and_off_records_nothing(tmp_path):
     fake_deliveries(old, "R-0002", 2, time.time())
     database.connect(str(db_path)).close()  # an existing database keeps its history
     assert len(history.read(old).of("R-0002")) == 2
+    # A unit's setup clears it, saying how many deliveries it held (not registrations).
+    fake_deliveries(old, "R-0003", 3, time.time())
+    assert history.clear(old) == 5 and not old.exists()
     assert history.store_path(str(db_path), {history.ENV: "off"}) is None
     assert history.store_path(str(db_path), {history.ENV: str(tmp_path / "x.jsonl")}) == tmp_path / "x.jsonl"
