@@ -42,6 +42,21 @@ class Unavailable(Exception):
     """No stack can run here; the text says why."""
 
 
+def cannot_run(reason):
+    """A container test that cannot run here: skipped, or failed where CI requires the
+    containers (NIGHTJAR_CONTAINER_TESTS=required)."""
+    import pytest
+    if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
+        pytest.fail(f"{reason} (NIGHTJAR_CONTAINER_TESTS=required)")
+    pytest.skip(str(reason))
+
+
+def require_engine():
+    """Go on only where a Docker engine answers (see cannot_run)."""
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        cannot_run("no Docker engine answers ('docker info' failed)")
+
+
 def run(command, env, input=None, timeout=600, cwd=ROOT):
     return subprocess.run(command, cwd=cwd, env=env, input=input, capture_output=True,
                           text=True, timeout=timeout)

@@ -236,16 +236,13 @@ def test_a_stopped_collector_resumes_and_a_farm_broker_crash_loses_nothing(
 @pytest.mark.containers
 def test_the_compose_farm_grades_as_a_local_batch(local_verdicts, tmp_path):
     """`docker compose --profile farm up --scale grader-host=2`, and the collector on this machine."""
-    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
-            pytest.fail("no Docker engine answers (NIGHTJAR_CONTAINER_TESTS=required)")
-        pytest.skip("no Docker engine answers ('docker info' failed)")
     from nightjar.compose import V2
-    from stackkit import Stack, Unavailable
+    from stackkit import Stack, Unavailable, cannot_run, require_engine
+    require_engine()
     try:
         stack = Stack(f"nightjar-farm-test-{os.getpid()}", compose=V2)
     except Unavailable as reason:
-        pytest.fail(f"Compose v2 cannot run the farm: {reason}")
+        cannot_run(reason)
     port, password = free_port(), f"farm-{os.getpid()}"
     stack.env.update(NIGHTJAR_FARM_PORT=str(port), NIGHTJAR_FARM_PASSWORD=password)
     names = ["zoë", "syntax_error"]

@@ -188,11 +188,8 @@ DOCKER_CLASS = ("rewrites_classmates", "leaks_a_secret", "reaches_the_machines_b
 @pytest.mark.containers
 def test_the_docker_route_grades_like_the_linux_route(graded, tmp_path):
     """As a user with a Docker engine would: the honest verdicts as graded alone, the attacks contained."""
-    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
-            pytest.fail("no Docker engine answers (NIGHTJAR_CONTAINER_TESTS=required)")
-        pytest.skip("no Docker engine answers ('docker info' failed)")
-    from stackkit import base_images
+    from stackkit import base_images, require_engine
+    require_engine()
     folder = tmp_path / "class"
     for name in [*HONEST, *DOCKER_CLASS]:
         shutil.copytree(graded["folder"] / name, folder / name)

@@ -26,7 +26,7 @@ import pytest
 
 from nightjar import compose as choice
 from sitekit import FormClient, answers
-from stackkit import ROOT, Stack, Unavailable, run
+from stackkit import ROOT, Stack, Unavailable, cannot_run, run
 
 sys.path.insert(0, str(ROOT / "scenarios"))
 from units.table import UNITS  # noqa: E402  (the units' success lines)
@@ -60,9 +60,7 @@ def stack(request, tmp_path_factory):
         lab = LabStack(f"nightjar-stack-test-{request.param}", compose=composes()[request.param],
                        bare=tmp_path_factory.mktemp(f"bare-{request.param}"))
     except Unavailable as reason:
-        if os.environ.get("NIGHTJAR_CONTAINER_TESTS") == "required":
-            pytest.fail(f"{reason} (NIGHTJAR_CONTAINER_TESTS=required)")
-        pytest.skip(str(reason))
+        cannot_run(reason)
     lab.full = request.param == "chosen"
     lab.remove()  # what an interrupted earlier run may have left
     try:
