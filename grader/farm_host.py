@@ -144,6 +144,12 @@ class Host:
             farm.JOBS, functools.partial(self.on_job, session))
         while session.running or session.consumer:
             session.connection.process_data_events(time_limit=0.5)
+            if session.consumer and session.consumer not in session.jobs.consumer_tags:
+                # RabbitMQ cancelled the consumer: someone deleted the jobs queue.
+                say("The farm's jobs queue was deleted; declaring it again.")
+                farm.declare(session.jobs)
+                session.consumer = session.jobs.basic_consume(
+                    farm.JOBS, functools.partial(self.on_job, session))
             if self.stopping and session.consumer:
                 session.jobs.basic_cancel(session.consumer)
                 session.consumer = None

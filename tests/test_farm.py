@@ -262,6 +262,20 @@ def test_the_compose_farm_grades_as_a_local_batch(local_verdicts, tmp_path):
         stack.compose("--profile", "farm", "down", "--volumes", "--remove-orphans", "--timeout", "5")
 
 
+def test_a_host_whose_jobs_queue_is_deleted_declares_it_again_and_grades_on(
+        farm_url, hosts, tmp_path):
+    host = hosts("host-1")
+    connection = pika.BlockingConnection(pika.URLParameters(farm_url))
+    connection.channel().queue_delete(farm.JOBS)
+    connection.close()
+    host.output.wait_for(r"^The farm's jobs queue was deleted; declaring it again\.$", timeout=30)
+    folder = make_class(tmp_path / "class", ["syntax_error"])
+    status, out, err = finished(collector(folder, farm_url, tmp_path, "--json"))
+    [graded] = json.loads(out)["submissions"]
+    assert (status, graded["host"], graded["status"]) == (1, "host-1", "graded"), err
+    host.stop()
+
+
 def test_bad_input_is_refused_in_one_line(farm_node, farm_url, grading_broker, tmp_path):
     folder = make_class(tmp_path / "class", ["syntax_error"])
     wrong_login = re.sub(r"//[^:]+:[^@]+@", "//nobody:wrong@", farm_url)
