@@ -199,11 +199,14 @@ class Collector:
         channel.cancel()
 
     def say_waiting(self, connection):
-        queued = connection.channel().queue_declare(farm.JOBS, passive=True).method
-        if self.progress:
-            say(f"Waiting: {farm.counted(self.store.missing(), 'result')} to come,"
-                f" {farm.counted(queued.message_count, 'job')} queued on the farm,"
-                f" {farm.counted(queued.consumer_count, 'grading host')} taking jobs.")
+        if not self.progress:
+            return
+        channel = connection.channel()
+        queued = channel.queue_declare(farm.JOBS, passive=True).method
+        channel.close()
+        say(f"Waiting: {farm.counted(self.store.missing(), 'result')} to come,"
+            f" {farm.counted(queued.message_count, 'job')} queued on the farm,"
+            f" {farm.counted(queued.consumer_count, 'grading host')} taking jobs.")
 
 
 def run(options, found, batch_id, store, progress, connection):
