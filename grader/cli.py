@@ -46,6 +46,15 @@ def default_handler():
     return REPO_ROOT / "ticket-desk" / "handler.py"  # before make local made a Workstation
 
 
+def add_time_limits(parser):
+    """--timeout and --submission-timeout: the grader's, a batch's and a farm host's."""
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="how long one worker run may take before it is stopped (default 10)")
+    parser.add_argument("--submission-timeout", type=float, default=120.0, metavar="SECONDS",
+                        help="how long one submission's grading may take, with --handlers"
+                             " (default 120)")
+
+
 def parse_options(argv):
     parser = argparse.ArgumentParser(
         prog="python3 -m grader",
@@ -84,8 +93,7 @@ def parse_options(argv):
     # ... and its own PID: a submission's grader ends with the batch (or farm host) that started it.
     parser.add_argument("--batch-parent", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="how long one worker run may take before it is stopped (default 10)")
+    add_time_limits(parser)
     parser.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML")
     parser.add_argument("--gradescope", metavar="FILE",
                         help="also write Gradescope's results.json (one handler only)")
@@ -94,8 +102,6 @@ def parse_options(argv):
                        help="grade every subfolder of DIR that holds a handler.py, on one broker")
     group.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
                        help="submissions graded at the same time (default: the number of cores)")
-    group.add_argument("--submission-timeout", type=float, default=120.0, metavar="SECONDS",
-                       help="how long one submission's grading may take (default 120)")
     group.add_argument("--farm", metavar="URL",
                        help="grade the class on a grading farm: publish its jobs to this RabbitMQ"
                             " and collect the results of the hosts that serve it (grader/farm.py)")

@@ -26,7 +26,6 @@ that died between publishing and acking) a duplicate, counted once.
 import base64
 import binascii
 import json
-import socket
 from dataclasses import dataclass
 
 import pika
@@ -35,6 +34,7 @@ import pika.exceptions
 from nightjar.broker import describe_error
 from nightjar.config import redact_url
 
+from .batch import well_formed  # the same test a local batch puts its graders' reports to
 from .reports import ERROR, GRADED, REFUSED, SKIPPED
 
 # Bumped whenever a job's or a result's fields change: hosts refuse jobs of another version.
@@ -122,10 +122,6 @@ def declare_results(channel, batch):
     return queue
 
 
-def host_name():
-    return socket.gethostname()
-
-
 def counted(number, noun):
     """'1 job', '3 jobs': the farm's messages count jobs, hosts and results."""
     return f"{number} {noun}{'' if number == 1 else 's'}"
@@ -142,16 +138,19 @@ class Job:
     files: dict  # name -> bytes
 
 
+def _message(kind, message_id, fields, **properties):
+    """(body, properties) of a farm message: JSON of this farm version, persistent."""
+    body = json.dumps({"farm": FARM_VERSION, **fields}, ensure_ascii=False).encode("utf-8")
+    return body, pika.BasicProperties(content_type="application/json", delivery_mode=2,
+                                      type=kind, message_id=message_id, **properties)
+
+
 def job_message(job):
-    """(body, properties) of a job: JSON with the files base64-encoded."""
-    body = json.dumps({
-        "farm": FARM_VERSION, "batch": job.batch, "job": job.job_id, "submission": job.submission,
-        "files": {name: base64.b64encode(data).decode("ascii") for name, data in job.files.items()},
-    }, ensure_ascii=False).encode("utf-8")
-    properties = pika.BasicProperties(
-        content_type="application/json", delivery_mode=2, type=JOB, message_id=job.job_id,
-        reply_to=results_queue(job.batch))
-    return body, properties
+    """(body, properties) of a job: the files base64-encoded, the results going to its batch."""
+    files = {name: base64.b64encode(data).decode("ascii") for name, data in job.files.items()}
+    return _message(JOB, job.job_id, {"batch": job.batch, "job": job.job_id,
+                                      "submission": job.submission, "files": files},
+                    reply_to=results_queue(job.batch))
 
 
 def read_job(body):
@@ -197,17 +196,12 @@ def _json_object(body, what):
 
 def result_message(job_id, submission, host, seconds):
     """(body, properties) of a host's result for one job: the Submission it graded."""
-    body = json.dumps({"farm": FARM_VERSION, "job": job_id, "host": host,
-                       "seconds": round(seconds, 3), **submission.as_dict()},
-                      ensure_ascii=False).encode("utf-8")
-    properties = pika.BasicProperties(content_type="application/json", delivery_mode=2,
-                                      type=RESULT, message_id=job_id)
-    return body, properties
+    return _message(RESULT, job_id, {"job": job_id, "host": host, "seconds": round(seconds, 3),
+                                     **submission.as_dict()})
 
 
 def read_result(body):
     """(job ID, host, seconds, status, checks, note) from a result's body, or Refused."""
-    from .batch import well_formed  # the same test a local batch puts its graders' reports to
     if len(body) > RESULT_LIMIT:
         raise Refused(f"the result is more than {RESULT_LIMIT} bytes")
     data = _json_object(body, "result")

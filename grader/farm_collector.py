@@ -137,7 +137,6 @@ def open_batch(options, found):
 
 def publish(channel, store, batch_id, found):
     """Publish every job not yet published, each confirmed before it is marked so."""
-    count = 0
     for job_id, position, name, _, published, _ in store.jobs():
         if published:
             continue
@@ -147,13 +146,11 @@ def publish(channel, store, batch_id, found):
         channel.basic_publish(farm.JOBS, farm.results_queue(batch_id), body, properties,
                               mandatory=True)
         store.mark_published(job_id)
-        count += 1
-    return count
 
 
 class Collector:
-    def __init__(self, options, batch_id, store, total, progress):
-        self.options, self.batch_id, self.store = options, batch_id, store
+    def __init__(self, batch_id, store, total, progress):
+        self.batch_id, self.store = batch_id, store
         self.total, self.progress = total, progress
         self.last_result = time.monotonic()
 
@@ -212,7 +209,7 @@ class Collector:
 def run(options, found, batch_id, store, progress, connection):
     """Publish and collect on `connection`, and on a new one whenever the farm broker is lost."""
     total = sum(handler is not None for _, handler in found)
-    collector = Collector(options, batch_id, store, total, progress)
+    collector = Collector(batch_id, store, total, progress)
     waiting_said, delay = False, 1.0
     while store.missing():
         try:

@@ -22,6 +22,7 @@ import functools
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -36,6 +37,7 @@ from nightjar.harness.rabbitadmin import default_management_url
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 
 from . import batch, farm
+from .cli import add_time_limits
 
 
 def parse_options(argv):
@@ -47,17 +49,14 @@ def parse_options(argv):
                         help="the farm broker's AMQP URL (amqp://user:password@host:5672/vhost)")
     parser.add_argument("--slots", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
                         help="jobs graded at the same time (default: the number of cores)")
-    parser.add_argument("--name", default=farm.host_name(),
+    parser.add_argument("--name", default=socket.gethostname(),
                         help="this host's name in the results (default: the machine's name)")
     parser.add_argument("--amqp-url", metavar="URL",
                         help="a broker to grade on, with an administrator's login (default: a"
                              " private RabbitMQ node of this host's own)")
     parser.add_argument("--management-url", metavar="URL",
                         help="that broker's management API (default: port 15672 on its host)")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="how long one worker run may take (default 10)")
-    parser.add_argument("--submission-timeout", type=float, default=120.0, metavar="SECONDS",
-                        help="how long one submission's grading may take (default 120)")
+    add_time_limits(parser)
     options = parser.parse_args(argv)
     if options.slots < 1:
         parser.error("--slots needs a number of 1 or more")
@@ -106,12 +105,14 @@ class Host:
         self.stopping = False  # after the current jobs
         self.count = 0
 
-    def serve(self):
-        """Take jobs until stopped; connect again whenever the farm broker is lost."""
+    def serve(self, connection=None):
+        """Take jobs until stopped (on `connection` first, if given); connect again whenever the
+        farm broker is lost."""
         waiting_said, delay = False, 1.0
         while not self.stopping:
             try:
-                session = Session(farm.connect(self.options.farm), self.options.slots)
+                session = Session(connection or farm.connect(self.options.farm), self.options.slots)
+                connection = None
             except farm.FarmRefused:
                 raise
             except farm.FarmUnavailable as error:
@@ -254,8 +255,9 @@ def main(argv):
     signal.signal(signal.SIGINT, on_interrupt)
     signal.signal(signal.SIGTERM, on_interrupt)
     signal.signal(signal.SIGHUP, on_interrupt)
+    connection = None
     try:  # a wrong login is said at once, before a grading node is started for nothing
-        farm.connect(options.farm).close()
+        connection = farm.connect(options.farm)
     except farm.FarmRefused as error:
         print(f"Cannot serve: {error}", file=sys.stderr)
         return 2
@@ -270,7 +272,7 @@ def main(argv):
         say(f"Grading host {options.name}: farm broker {redact_url(options.farm)}, grading on"
             f" {where} in a sandbox per job, {farm.counted(options.slots, 'job')} at a time."
             " Ctrl+C stops after the current jobs.")
-        host.serve()
+        host.serve(connection)
         say(f"Stopped after {farm.counted(host.count, 'job')}.")
         return 0
     except StopNow:

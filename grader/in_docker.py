@@ -28,7 +28,6 @@ import os
 import re
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 from nightjar.config import REPO_ROOT
