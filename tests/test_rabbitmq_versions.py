@@ -8,6 +8,7 @@ outlast it in a test. The lab's own queues (nightjar/broker.py) and the real wor
 Marked `containers`; skipped without a Docker engine unless NIGHTJAR_CONTAINER_TESTS=required.
 """
 
+import re
 import secrets
 import textwrap
 import time
@@ -20,7 +21,7 @@ from labkit import Lab, ticket_rows
 from nightjar.broker import DELIVERY_LIMIT
 from nightjar.harness.rabbitnode import free_port
 from nightjar.runtime.worker_runtime import DeliveryTakenBack
-from stackkit import BASE_IMAGES, RABBITMQ_3_IMAGE, base_images, cannot_run, require_engine, run
+from stackkit import BASE_IMAGES, RABBITMQ_3_IMAGE, ROOT, base_images, cannot_run, require_engine, run
 
 pytestmark = pytest.mark.containers
 
@@ -35,7 +36,7 @@ class BrokerContainer:
         self.name = f"nightjar-version-test-{secrets.token_hex(4)}"
         self.user, self.password = "lab-" + secrets.token_hex(3), secrets.token_hex(12)
         self.port = free_port()
-        started = run(["docker", "run", "-d", "--rm", "--name", self.name, "--hostname", "broker",
+        started = run(["docker", "run", "-d", "--name", self.name, "--hostname", "broker",
                        "-p", f"127.0.0.1:{self.port}:5672",
                        "-e", f"RABBITMQ_DEFAULT_USER={self.user}", "-e", f"RABBITMQ_DEFAULT_PASS={self.password}",
                        "-e", f"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-rabbit consumer_timeout {CONSUMER_TIMEOUT_MS}"
@@ -59,6 +60,14 @@ class BrokerContainer:
                 continue
             connection.close()
             return run(["docker", "exec", self.name, "rabbitmqctl", "version"], env=None).stdout.strip()
+
+    def stop_as_compose_does_and_start(self):
+        """Stop the node as compose.yaml's brokers stop (SIGTERM, then SIGKILL once their
+        stop_grace_period has passed: RabbitMQ 3.x is still stopping then), and start it again."""
+        grace = re.search(r"\n  stop_grace_period: (\d+)s\n", (ROOT / "compose.yaml").read_text()).group(1)
+        restarted = run(["docker", "restart", "--time", grace, self.name], env=None)
+        assert restarted.returncode == 0, restarted.stderr
+        self.wait_ready()
 
     def remove(self):
         run(["docker", "rm", "-f", self.name], env=None)
@@ -154,3 +163,14 @@ def test_a_pause_longer_than_the_consumer_timeout_stops_the_worker_and_loses_not
     assert [" ".join(line.split()[2:]) for line in story[1:]] == [
         "delivery 1 redelivered=False paused at before-write connection to RabbitMQ lost (not acknowledged)",
         "delivery 2 redelivered=True ticket 2 committed acked"]
+
+
+def test_a_confirmed_registration_survives_a_broker_killed_while_it_stops(broker, lab):
+    # What RabbitMQ confirmed is on disk, so a broker still stopping after its grace period is killed.
+    lab.use_handler("unit3")
+    registration_id = lab.register("Queued guest")  # returns once RabbitMQ confirmed it
+    broker.stop_as_compose_does_and_start()
+    assert lab.depth() == (1, 0)
+    taken = lab.run("worker.py")
+    assert (taken.returncode, taken.stdout) == (0, f"Received {registration_id} redelivered=False\nHandler returned.\n")
+    assert lab.depth() == (0, 0)
