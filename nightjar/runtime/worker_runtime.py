@@ -152,7 +152,7 @@ def session():
         if recorder:
             recorder.stopped("interrupted")
         raise
-    except (ConnectionLost, DeliveryTakenBack) as error:
+    except ConnectionLost as error:
         if recorder:
             recorder.stopped("connection-lost", type=type(error).__name__)
         raise
