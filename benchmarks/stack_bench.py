@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/stack_bench.py [--compose v2|v1|both] [--grades N] [--rounds N] [--warm-only]
     (make bench-stack: the project's choice of Compose)
 
-Runs a stack of its own (compose project nightjar-stack-bench-COMPOSE, free
-ports) under each Compose asked for, and removes it afterwards. Cold `make
+Runs a stack of its own (compose project nightjar-stack-bench-COMPOSE-CHECKOUT,
+free ports) under each Compose asked for, and removes it afterwards. Cold `make
 up`: the lab's images built with --no-cache (the base images stay: `make
 base-images` builds those), then `make up` until the site answers. Warm:
 `make down`, then `make up` again, --rounds times (the median is the
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from nightjar import compose as choice  # noqa: E402
-from stackkit import ROOT, Stack, Unavailable  # noqa: E402
+from stackkit import CHECKOUT, ROOT, Stack, Unavailable  # noqa: E402
 
 SOLUTION = ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"
 COMPOSES = {"v2": list(choice.V2), "v1": list(choice.V1)}
@@ -52,7 +52,7 @@ def median_line(what, figures):
 
 def bench(name, compose, options):
     try:
-        stack = Stack(f"nightjar-stack-bench-{name}", compose=compose)
+        stack = Stack(f"nightjar-stack-bench-{name}-{CHECKOUT}", compose=compose)
     except Unavailable as reason:
         sys.exit(f"stack_bench: {reason}")
     print(f"{' '.join(compose)} (Compose {'.'.join(map(str, choice.version(compose)))}),"

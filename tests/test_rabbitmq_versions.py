@@ -10,7 +10,6 @@ Marked `containers`; skipped without a Docker engine unless NIGHTJAR_CONTAINER_T
 
 import re
 import secrets
-import textwrap
 import time
 
 import pika
@@ -22,6 +21,7 @@ from nightjar.broker import DELIVERY_LIMIT
 from nightjar.harness.rabbitnode import free_port
 from nightjar.runtime.worker_runtime import DeliveryTakenBack
 from stackkit import BASE_IMAGES, RABBITMQ_3_IMAGE, ROOT, base_images, cannot_run, require_engine, run
+from test_worker_behaviour import write_handler
 
 pytestmark = pytest.mark.containers
 
@@ -95,10 +95,6 @@ def lab(broker, tmp_path):
     lab = Lab(tmp_path, amqp_url=broker.url)
     yield lab
     lab.cleanup()
-
-
-def write_handler(lab, source):
-    (lab.workstation / "handler.py").write_text(textwrap.dedent(source))
 
 
 def test_the_image_takes_its_own_user_and_no_guest(broker):

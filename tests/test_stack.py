@@ -1,5 +1,6 @@
 """The lab in real containers: `make up` under a real Docker engine, walked as a learner would,
-under both Composes (v2 `docker compose` and v1 `docker-compose`).
+under both Composes (v2 `docker compose` and v1 `docker-compose`), on RabbitMQ 4.x (the
+base images' 4.0 stand-in, tests/stackkit.py).
 
 Under the project's own choice of Compose (nightjar/compose.py) the whole
 walk runs; under the other one a shorter walk covers `make up`, a unit, the
@@ -26,7 +27,7 @@ import pytest
 
 from nightjar import compose as choice
 from sitekit import FormClient, answers
-from stackkit import ROOT, Stack, Unavailable, cannot_run, run
+from stackkit import CHECKOUT, ROOT, Stack, Unavailable, cannot_run, run
 
 sys.path.insert(0, str(ROOT / "scenarios"))
 from units.table import UNITS  # noqa: E402  (the units' success lines)
@@ -57,7 +58,7 @@ class LabStack(Stack):
 def stack(request, tmp_path_factory):
     """The lab in containers under one Compose, run from a bare checkout; `full`: the whole walk."""
     try:
-        lab = LabStack(f"nightjar-stack-test-{request.param}", compose=composes()[request.param],
+        lab = LabStack(f"nightjar-stack-test-{request.param}-{CHECKOUT}", compose=composes()[request.param],
                        bare=tmp_path_factory.mktemp(f"bare-{request.param}"))
     except Unavailable as reason:
         cannot_run(reason)
@@ -262,7 +263,9 @@ def test_a_learner_walks_the_lab_in_containers(stack):
         assert local.returncode == 0, local.stdout + local.stderr
         assert [line for line in check_lines(graded) if "Live results" not in line] == check_lines(local.stdout)
 
-    # make down and make up keep the learner's handler.py and the registrations.
+    # make down and make up keep the learner's handler.py, the registrations and a registration
+    # still queued (RabbitMQ confirmed it, so it is on disk, however quickly the broker stops).
+    waiting_id = FormClient(stack.url).register("Waiting guest")
     before = rows(stack)
     down = stack.make("down")
     assert down.returncode == 0, down.stderr
@@ -275,6 +278,8 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     stack.up()
     assert rows(stack) == before
     assert stack.workstation("cat", "handler.py").stdout == UNIT3_HANDLER
+    taken = stack.workstation("python3", "worker.py")
+    assert (taken.returncode, taken.stdout) == (0, f"Received {waiting_id} redelivered=False\nHandler returned.\n"), taken
 
     # make down stopped the grader's broker too: the first grading after it starts it again.
     assert grade(stack)[1], "make grade found the grader's broker running after make down"
