@@ -234,10 +234,16 @@ def up(compose, environ):
     refuse_unusable(compose)
     found, ports = refuse_bad_settings(compose, environ)
     print("Building the lab's images (the first build takes a few minutes)...", flush=True)
+    # RabbitMQ's image is not built: it boots (seconds) while the build runs (a second, from the cache).
+    broker = subprocess.Popen([*compose, "up", "-d", "rabbitmq"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace")
     built = compose_run(compose, *GRADER, "build")  # the grader's image too: `make grade` is quick then
+    broker_output = broker.communicate()[0]
     if built.returncode != 0:
         print("\n".join(built.stdout.splitlines()[-20:]), file=sys.stderr)  # the failing step
         raise Refused(why_up_failed(built.stdout, compose, ports))
+    if broker.returncode != 0:
+        raise Refused(why_up_failed(broker_output, compose, ports))
     print("Starting RabbitMQ, the site and the Workstation...", flush=True)
     started = compose_run(compose, "up", "-d")
     if started.returncode != 0:
