@@ -101,9 +101,11 @@ NEED_DOCKER = $(CONTAINERS) check
 up: ## start the lab in containers (RabbitMQ, the site, the Workstation); returns when the site answers
 	@$(CONTAINERS) up
 
+# No check first (it costs a second of the few `make down` takes): a failure is explained after,
+# in NEED_DOCKER's one line when that is the reason, else with Compose's own output.
 down: ## stop the lab's containers (the learner's files and the database stay)
-	@$(NEED_DOCKER)
-	$(COMPOSE) --profile grader down
+	@out=$$($(COMPOSE) --profile grader down 2>&1) && printf '%s\n' "$$out" \
+	|| { $(NEED_DOCKER) && printf '%s\n' "$$out" >&2; exit 1; }
 
 shell: ## a shell in the Workstation's ticket-desk folder (containers)
 	@$(CONTAINERS) shell
