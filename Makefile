@@ -16,7 +16,7 @@ help: ## this list
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,test]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,console,test]'
 	touch $@
 
 venv: $(STAMP) ## create .venv with the lab and its test tools
