@@ -103,7 +103,7 @@ up: ## start the lab in containers (RabbitMQ, the site, the Workstation); return
 
 down: ## stop the lab's containers (the learner's files and the database stay)
 	@$(NEED_DOCKER)
-	$(COMPOSE) --profile grader down
+	$(COMPOSE) down
 
 shell: ## a shell in the Workstation's ticket-desk folder (containers)
 	@$(CONTAINERS) shell
@@ -116,7 +116,7 @@ reset: ## back to the lab's start: removes the containers' volumes (asks first)
 	@$(NEED_DOCKER)
 	@printf 'This deletes the learner'\''s handler.py edits, every registration and ticket, and the queues. Continue? [y/N] '; \
 	read answer; case "$$answer" in y|Y|yes|YES) ;; *) echo "Nothing changed."; exit 1;; esac
-	$(COMPOSE) --profile grader down --volumes --remove-orphans
+	$(COMPOSE) down --volumes --remove-orphans
 	@echo "Back to the start: make up"
 
 grade-docker: ## grade the Workstation's handler.py with the grader's own broker (containers)
