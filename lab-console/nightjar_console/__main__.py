@@ -51,13 +51,13 @@ def url(token):
 
 
 async def serve():
-    from .app import BODY_LIMIT, make_app
+    from .app import READ_LIMIT, make_app
 
     config = config_from_env()
     token = stored_token(config.data)
     app = make_app(config, token)
     host = os.environ.get("NIGHTJAR_CONSOLE_HOST") or "127.0.0.1"
-    app.listen(listening_port(), host, max_body_size=BODY_LIMIT + 1024)
+    app.listen(listening_port(), host, max_body_size=READ_LIMIT)
     print("The lab console is ready. Open it in your browser:", flush=True)
     print(url(token), flush=True)
     await asyncio.Event().wait()

@@ -33,7 +33,8 @@ from .progress import Progress
 HERE = Path(__file__).resolve().parent
 EDITABLE = "handler.py"
 FILE_LIMIT = 256 * 1024       # bytes of handler.py the editor saves
-BODY_LIMIT = FILE_LIMIT * 8   # a request body, with JSON's escapes
+BODY_LIMIT = FILE_LIMIT * 8   # a request body, with JSON's escapes: more gets a clear 413
+READ_LIMIT = 16 * 1024 * 1024  # more than this is not even read: the connection is closed
 MESSAGE_LIMIT = 64 * 1024     # one websocket message from the page
 log = logging.getLogger("nightjar_console")
 
@@ -73,8 +74,17 @@ def version(data):
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+def log_exception(handler, typ, value, tb):
+    """Tornado's own log line names the whole URI, whose query may hold the token: path only."""
+    if isinstance(value, tornado.web.HTTPError):
+        return  # an answer, logged once by log_request
+    log.error("%s %s failed", handler.request.method, handler.request.path, exc_info=(typ, value, tb))
+
+
 class Guarded(tornado.web.RequestHandler):
     """Needs the token; a change needs the console's own Origin too."""
+
+    log_exception = log_exception
 
     def initialize(self, config, access):
         self.config, self.access = config, access
@@ -244,6 +254,8 @@ class Grade(Api):
 
 class Terminal(tornado.websocket.WebSocketHandler):
     """The page's terminal: messages relayed both ways to the agent's shell."""
+
+    log_exception = log_exception
 
     def initialize(self, config, access):
         self.config, self.access = config, access
