@@ -47,8 +47,8 @@ class Console:
                         NIGHTJAR_MANAGEMENT_PORT="15672", NIGHTJAR_LANG="en", PYTHONUNBUFFERED="1",
                         HOME=str(self.folder),
                         # `python3` in the shell is the lab's Python, as after `source .venv/bin/activate`
-                        PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]),
-                        **(extra_env or {}))
+                        PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
+        self.env.update(extra_env or {})
         self.processes = []
         self.service = None
         if grading_broker is not None:

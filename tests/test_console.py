@@ -322,9 +322,9 @@ def test_setup_and_check_run_the_units_own_scripts_and_a_pass_is_kept(console):
 
 def test_the_guide_is_the_units_readme_as_html_with_raw_html_shown_as_text(console):
     status, guide = console.request("GET", "/api/units/2/guide?lang=ja")
-    assert status == 200 and guide["html"].startswith("<h1>単元2 · 完了した処理だけを確認する</h1>\n")
+    assert status == 200 and guide["html"].startswith("<h3>単元2 · 完了した処理だけを確認する</h3>\n")
     assert "<pre><code class=\"language-sh\">cat &gt; handler.py &lt;&lt;'PYTHON'\n" in guide["html"]
     status, english = console.request("GET", "/api/units/cl-13-2/guide", headers={"Accept-Language": "en-GB,en"})
-    assert status == 200 and english["lang"] == "en" and "<h1>CL-13-2 · Queue redelivery" in english["html"]
+    assert status == 200 and english["lang"] == "en" and "<h3>CL-13-2 · Queue redelivery" in english["html"]
     status, chosen = console.request("GET", "/api/units/3/guide", headers={"Accept-Language": "ja,en;q=0.5"})
     assert chosen["lang"] == "ja"

@@ -14,6 +14,7 @@ from guidetext import LANGUAGES  # noqa: E402  (README.md, README.ja.md)
 
 # Raw HTML in a guide is shown as text, never passed through.
 MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+HEADING_SHIFT = 2
 
 
 class UnknownUnit(LookupError):
@@ -46,4 +47,9 @@ def guide_html(key, lang):
     if lang not in LANGUAGES:
         raise UnknownUnit(f"no guide in {lang!r}: ja or en")
     text = (folder_of(key) / LANGUAGES[lang]).read_text(encoding="utf-8")
-    return MARKDOWN.render(text)
+    tokens = MARKDOWN.parse(text)
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            # The page's own h1 and its "Guide" h2 come first: the guide's # is an h3.
+            token.tag = f"h{min(int(token.tag[1]) + HEADING_SHIFT, 6)}"
+    return MARKDOWN.renderer.render(tokens, MARKDOWN.options, {})

@@ -38,7 +38,8 @@ function element(tag, text, attributes = {}) {
 }
 
 function lines(list) {
-  return element("pre", list.join("\n"), { class: "output" });
+  // Focusable: a long output scrolls, and the keyboard must reach it.
+  return element("pre", list.join("\n"), { class: "output", tabindex: "0" });
 }
 
 function busy(button, doing) {
@@ -85,6 +86,7 @@ function labelUnits() {
 
 function addCopyButtons(guide) {
   for (const block of guide.querySelectorAll("pre > code")) {
+    block.parentElement.tabIndex = 0; // a wide block scrolls sideways: the keyboard must reach it
     const button = element("button", "Copy", { type: "button", class: "copy" });
     const note = element("span", "", { class: "copied", role: "status" });
     button.addEventListener("click", async () => {
