@@ -22,7 +22,7 @@ YAML = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-j
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose.yaml"
 # Where the code that reads NIGHTJAR_* variables lives (tests set them, they do not read them).
-CODE_DIRS = ["nightjar", "nightjar-site", "grader", "ticket-desk", "scripts", "scenarios"]
+CODE_DIRS = ["nightjar", "nightjar-site", "lab-console", "grader", "ticket-desk", "scripts", "scenarios"]
 
 
 # --------------------------------------------------------------------------
@@ -191,8 +191,12 @@ class Image:
         return [entry for entry in self.env.get("PYTHONPATH", "").split(":") if entry]
 
     def importable(self, module):
-        """True when `python3 -m module` finds module/__main__.py through the image's PYTHONPATH."""
-        return any(self.provides(f"{entry}/{module}/__main__.py") for entry in self.python_path())
+        """True when `python3 -m module` finds it through the image's PYTHONPATH: a package's
+        __main__.py, or for a.b the file a/b.py."""
+        path = module.replace(".", "/")
+        return any(self.provides(f"{entry}/{path}/__main__.py")
+                   or ("." in module and self.provides(f"{entry}/{path}.py"))
+                   for entry in self.python_path())
 
 
 def ignored(rel, rules):
