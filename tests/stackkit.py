@@ -12,6 +12,7 @@ The base images are the ones `make base-images` builds from Debian packages
 NIGHTJAR_RABBITMQ_IMAGE name others.
 """
 
+import hashlib
 import os
 import re
 import secrets
@@ -110,6 +111,10 @@ class Stack:
     project's choice), from `bare` (a folder for a bare checkout) or from this checkout."""
 
     def __init__(self, project, compose=None, bare=None):
+        # One project name per checkout: two checkouts on one machine (and one Docker
+        # engine) test side by side without removing each other's containers.
+        project = f"{project}-{hashlib.sha1(str(ROOT).encode()).hexdigest()[:6]}"
+        self.project = project
         self.compose_command = list(compose or choice.choose())
         problem = choice.unusable(self.compose_command)
         if problem:

@@ -74,6 +74,10 @@ def stack(request, tmp_path_factory):
         started = lab.compose("up", "-d")
         assert started.returncode == 0, started.stdout + started.stderr
         lab.console = lab.console_url()
+        deadline = time.monotonic() + 120
+        while not answers(lab.url):  # `up -d` returns once the containers start, not once they serve
+            assert time.monotonic() < deadline, "the site did not answer after compose up"
+            time.sleep(0.5)
         yield lab
     finally:
         lab.remove()
@@ -272,7 +276,7 @@ def walk_unit(stack, n):
 
 def grade(stack):
     """make grade: every check passed; one line first when it starts the grader and its broker
-    (after make down), none when they run with the lab. (The verdict, whether it was cold.)"""
+    (when they were stopped), none when they run with the lab. (The verdict, whether it was cold.)"""
     cold = state(stack, "grader") != "running"
     graded = stack.make("grade")
     assert (graded.returncode, graded.stderr) == (0, ""), graded
@@ -333,11 +337,13 @@ def test_a_learner_walks_the_lab_in_containers(stack):
         # (after the terminal's echo of what was typed ahead)
         assert "\nStarting RabbitMQ and the Workstation (make up starts the whole lab)...\n" in shell, shell
         assert f"\n{LEARNER_FOLDER}\n" in shell and not answers(stack.url)
-    # make down stopped the grader and its broker too: make grade starts them again.
-    assert grade(stack)[1], "make grade found the grader running after make down"
     stack.up()
     assert rows(stack) == before
     assert stack.workstation("cat", "handler.py").stdout == UNIT3_HANDLER
+
+    # With the grader and its broker stopped, make grade starts them again.
+    assert stack.compose("stop", "grader", "grader-broker").returncode == 0
+    assert grade(stack)[1], "make grade found the grader running after it was stopped"
 
     # make reset, answered y: the starting handler.py and an empty lab.
     reset = stack.make("reset", input="y\n")
