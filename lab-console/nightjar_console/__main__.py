@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 
 from .access import origins_from_env, stored_token
-
-DEFAULT_PORT = 8080
+from .address import DEFAULT_PORT, console_url
 
 
 def config_from_env():
@@ -45,11 +44,6 @@ def listening_port():
     return int(os.environ.get("NIGHTJAR_CONSOLE_PORT") or DEFAULT_PORT)
 
 
-def url(token):
-    port = os.environ.get("NIGHTJAR_LAB_PORT") or listening_port()
-    return f"http://127.0.0.1:{port}/?token={token}"
-
-
 async def serve():
     from .app import READ_LIMIT, make_app
 
@@ -59,14 +53,14 @@ async def serve():
     host = os.environ.get("NIGHTJAR_CONSOLE_HOST") or "127.0.0.1"
     app.listen(listening_port(), host, max_body_size=READ_LIMIT)
     print("The lab console is ready. Open it in your browser:", flush=True)
-    print(url(token), flush=True)
+    print(console_url(token), flush=True)
     await asyncio.Event().wait()
 
 
 def main(argv):
     if argv == ["url"]:
         config = config_from_env()
-        print(url(stored_token(config.data)))
+        print(console_url(stored_token(config.data)))
         return 0
     if argv:
         print("usage: python3 -m nightjar_console [url]", file=sys.stderr)

@@ -22,7 +22,8 @@ import secrets
 from pathlib import Path
 from urllib.parse import urlsplit
 
-TOKEN_FILE = "token"
+from .address import TOKEN_FILE, base_url
+
 COOKIE = "nightjar-console"
 
 
@@ -80,7 +81,6 @@ def origins_from_env(environ=None):
     """NIGHTJAR_CONSOLE_ORIGINS (comma-separated), and Codespaces' forwarded origin when it runs there."""
     env = os.environ if environ is None else environ
     origins = [part.strip() for part in env.get("NIGHTJAR_CONSOLE_ORIGINS", "").split(",") if part.strip()]
-    name, domain = env.get("CODESPACE_NAME"), env.get("GITHUB_CODESPACES_PORT_FORWARDING_DOMAIN")
-    if name and domain:
-        origins.append(f"https://{name}-{env.get('NIGHTJAR_LAB_PORT') or 8080}.{domain}")
+    if env.get("CODESPACE_NAME") and env.get("GITHUB_CODESPACES_PORT_FORWARDING_DOMAIN"):
+        origins.append(base_url(env).rstrip("/"))
     return origins
