@@ -93,16 +93,16 @@ def test_the_unit_can_be_done_with_the_keyboard_alone(lab_console, page):
                 return
         raise AssertionError(f"Tab never reached {target}")
 
-    # Every control in turn, from the top: the links, the picker, setup, the language, the
-    # guide's copy buttons, Check, then the terminal, the editor, Save and Grade.
+    # Every control in turn, from the top: the links, the picker, Set up, Check, the language,
+    # the guide's copy buttons, then the terminal, the editor, Save and Grade.
     tab_to("unit")
     page.keyboard.press("ArrowDown")  # unit 2
     expect(page.locator("#setup")).to_have_text("Set up unit 2")
     tab_to("setup")
     page.keyboard.press("Enter")
     expect(page.locator("#setup-result p").first).to_have_text("Unit 2 is set up.", timeout=60_000)
-    tab_to("copy")
     tab_to("check")
+    tab_to("copy")
     tab_to("xterm-helper-textarea")
     prompt = clear_terminal(page)
     page.keyboard.type("echo typed\n")
