@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grader import cli  # noqa: E402
-from nightjar.harness import gradingnode, sandbox  # noqa: E402
+from nightjar import sandbox  # noqa: E402
+from nightjar.harness import gradingnode  # noqa: E402
 
 PASSING = ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"
 PHASES = ("broker_start", "sandbox", "checks", "broker_stop")

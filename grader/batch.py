@@ -16,7 +16,7 @@ Sandboxed (the Linux route), the batch makes each submission's control group
 itself, and removes it when that submission's grader has ended: whatever the submission
 started is killed then, even when its grader was killed first. The
 submission's own vhost and user come from its grader (see
-nightjar/harness/sandbox.py).
+nightjar/sandbox/).
 """
 
 import json
@@ -37,9 +37,9 @@ from nightjar.events import shorten
 
 from . import reports
 from .findings import REASON_LIMIT
-from nightjar.harness import sandbox
-from nightjar.harness.rabbitadmin import default_management_url
+from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
+from nightjar.sandbox.rabbitadmin import default_management_url
 from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 
 # Bytes of a grader's output kept; a grader's JSON report is a few kilobytes.

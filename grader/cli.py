@@ -6,7 +6,7 @@
    python3 -m grader --handlers DIR --farm URL [--batch ID] [--json] [--junit FILE]
    python3 -m grader serve --farm URL [--slots N]      (a grading host: grader/farm_host.py)
 
-Where handler.py runs (see nightjar/harness/sandbox.py and grader/in_docker.py):
+Where handler.py runs (see nightjar/sandbox/ and grader/in_docker.py):
 the Linux route (as root) runs every submission in a sandbox of its own; the
 Docker route runs the same inside a container, for a user with a Docker
 engine but no root; --trusted runs handler.py as this user, as the learner's
@@ -31,9 +31,10 @@ from nightjar import broker
 from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, local_var_folder, redact_url,
                              workstation_folder)
 
-from nightjar.harness import gradingnode, processes, sandbox as sandboxing
-from nightjar.harness.rabbitadmin import default_management_url
+from nightjar import sandbox as sandboxing
+from nightjar.harness import gradingnode, processes
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
+from nightjar.sandbox.rabbitadmin import default_management_url
 
 from . import live, reports, runner
 

@@ -17,7 +17,7 @@ take a second or two), then runs `python3 -m grader ... --sandbox linux
   read-only, and the control groups, in which the sandbox bounds each
   submission below the container's own limits.
 
-Each submission then runs in the sandbox of nightjar/harness/sandbox.py
+Each submission then runs in the sandbox of nightjar/sandbox/
 inside that container. The container's JSON report comes back on its
 standard output (its progress on standard error); this process prints and
 writes the same reports as a local grading.
@@ -31,7 +31,7 @@ import subprocess
 from pathlib import Path
 
 from nightjar.config import REPO_ROOT
-from nightjar.harness.sandbox import UID_BASE_ENV
+from nightjar.sandbox import UID_BASE_ENV
 
 from . import batch, reports
 from .findings import Result
@@ -39,7 +39,7 @@ from .findings import Result
 IMAGE = "nightjar/grader-sandbox:local"
 DOCKERFILE = "grader/sandbox.Dockerfile"
 DEFAULT_PYTHON_IMAGE = "python:3.11.13-slim-bookworm"
-# What the sandbox needs, and nothing more (see nightjar/harness/sandbox.py).
+# What the sandbox needs, and nothing more (see nightjar/sandbox/).
 CAPABILITIES = ("SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN",
                 "DAC_OVERRIDE", "FOWNER", "SYS_CHROOT", "SYS_NICE")
 PROGRESS = re.compile(r"^\d+ of \d+  ")

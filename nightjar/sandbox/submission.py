@@ -14,7 +14,7 @@ learner's handler.py and whatever it starts) is:
   share;
   rlimits bound CPU time and file size per process, and no core files are
   written;
-- in a root of its own (sandbox_root.py): the system and the interpreter
+- in a root of its own (root.py): the system and the interpreter
   read-only, the lab's packages, a small tmpfs for the sandbox's files
   (bounded: a full disk fails one submission); not the class folder, the
   checkout or anyone's home; /proc shows a user only its own processes;
@@ -55,9 +55,9 @@ from urllib.parse import urlsplit
 from .. import db as database
 from . import cgroups, rabbitadmin, relay
 from .rabbitadmin import with_vhost
-from .sandbox_root import MS_NODEV, MS_NOSUID, mount, private_mounts
+from .root import MS_NODEV, MS_NOSUID, mount, private_mounts
 
-ROOT_BUILDER = Path(__file__).with_name("sandbox_root.py")
+ROOT_BUILDER = Path(__file__).with_name("root.py")
 # Where a block's lock file lives (root only); a block is BLOCK uids from the base.
 LOCKS = Path("/run/nightjar-sandbox")
 UID_BASE_ENV = "NIGHTJAR_SANDBOX_UID_BASE"
@@ -343,7 +343,7 @@ class Sandbox:
 
     def workstation(self, handler):
         """The Workstation copy every trial runs (read-only for them): its folder, as the grader sees it."""
-        from .lab import copy_workstation
+        from ..harness.lab import copy_workstation
         folder = copy_workstation(self.files / "workstation", handler)
         for path in [folder, *folder.iterdir()]:
             path.chmod(0o755 if path.is_dir() else 0o644)
