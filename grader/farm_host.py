@@ -37,7 +37,7 @@ from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from nightjar.sandbox.rabbitadmin import default_management_url
 
 from . import batch, farm
-from .cli import add_time_limits
+from .options import add_time_limits
 
 
 def parse_options(argv):

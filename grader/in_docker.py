@@ -112,10 +112,9 @@ def grade_in_container(options, mounts, grader_args, on_progress):
 
 def main(options):
     """Grade in a container; print and write the reports; the exit status."""
-    from .cli import cannot_grade, report as single_report  # the local route's own output
     problem = refusal(options)
     if problem:
-        return cannot_grade(options, problem)
+        return reports.cannot_grade(options, problem)
     show = (lambda line: None) if options.json else (lambda line: print(line, flush=True))
     try:
         if options.handlers is not None:
@@ -130,26 +129,27 @@ def main(options):
             status, report = grade_in_container(
                 options, [(Path(options.handlers).resolve(), "/class")], args, show)
             if "error" in report:
-                return cannot_grade(options, report["error"])
+                return reports.cannot_grade(options, report["error"])
             submissions = [reports.Submission(s["name"], s["status"], s["checks"], s.get("note", ""))
                            for s in report["submissions"]]
             return batch.report_class(options, submissions)
         handler = Path(options.handler).resolve()
         if not handler.is_file():
-            return cannot_grade(options, f"no handler.py at {options.handler}")
+            return reports.cannot_grade(options, f"no handler.py at {options.handler}")
         status, report = grade_in_container(
             options, [(handler, "/submission/handler.py")],
             ["--handler", "/submission/handler.py", "--skip-live"], show)
     except (batch.BatchError, DockerRouteError) as error:
-        return cannot_grade(options, str(error))
+        return reports.cannot_grade(options, str(error))
     results = [Result(c["name"], c["passed"], c["reason"], c["hint"]) for c in report["checks"]]
     error = report.get("error")
     problem = reports.save(options, [reports.single(str(options.handler), results, error, 0.0)])
     if problem or error:
-        return cannot_grade(options, problem or error)
+        return reports.cannot_grade(options, problem or error)
     if options.json:
         print(json.dumps(report, ensure_ascii=False))
     else:
-        print(single_report(results, options.handler, "in a container: a private RabbitMQ node,"
-                            " throwaway databases, handler.py sandboxed; live results skipped"))
+        print(reports.handler_text(results, options.handler, "in a container: a private RabbitMQ"
+                                   " node, throwaway databases, handler.py sandboxed; live results"
+                                   " skipped"))
     return status
