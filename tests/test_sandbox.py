@@ -28,7 +28,7 @@ import pytest
 from graderkit import WRONG, grade
 from labkit import HANDLERS, MACHINE_BROKER, ROOT, processes_mentioning
 from nightjar import sandbox
-from nightjar.sandbox.submission import BLOCK, BLOCKS, UID_BASE_ENV, UID_BASE as FIRST_UID
+from nightjar.sandbox.uids import BLOCK, BLOCKS, UID_BASE_ENV, UID_BASE as FIRST_UID
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"no sandbox here: {sandbox.unavailable_reason()}")
