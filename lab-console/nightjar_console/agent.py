@@ -62,11 +62,17 @@ class Shell:
     def __init__(self, folder, rows, cols):
         env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
         env.pop("NIGHTJAR_CONSOLE_SOCKET", None)
+        command = ["bash", "-i"]
+        if env.get("VIRTUAL_ENV"):
+            # make local's lab runs in a virtual environment: the shell activates it after the
+            # learner's own ~/.bashrc, which may put another python3 first (as the guide's
+            # `source .venv/bin/activate` would).
+            command = ["bash", "--rcfile", str(Path(__file__).with_name("activate.bashrc")), "-i"]
         pid, fd = pty.fork()  # the child leads a session of its own, the PTY its terminal
         if pid == 0:
             try:
                 os.chdir(folder)
-                os.execvpe("bash", ["bash", "-i"], env)
+                os.execvpe("bash", command, env)
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd
