@@ -81,17 +81,23 @@ def code_env_names():
 
 
 def local_modules():
-    """The modules `make local` starts with `python -m` (read from its script)."""
+    """The modules `make local` starts with `python -m` (read from its scripts: a list holding
+    "-m", MODULE, or a local_programs.Program("key", MODULE, ...))."""
     recipe = makefile_recipe("local")
     modules = set()
     for script in re.findall(r"(scripts/[\w.-]+)", recipe or ""):
-        tree = ast.parse((ROOT / script).read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.List):
-                items = [item.value if isinstance(item, ast.Constant) else None for item in node.elts]
-                for flag, module in zip(items, items[1:]):
-                    if flag == "-m" and isinstance(module, str):
-                        modules.add(module)
+        parts = [ROOT / script, *sorted((ROOT / script).parent.glob("local_*.py"))]
+        for part in parts:
+            tree = ast.parse(part.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.List):
+                    items = [item.value if isinstance(item, ast.Constant) else None for item in node.elts]
+                    for flag, module in zip(items, items[1:]):
+                        if flag == "-m" and isinstance(module, str):
+                            modules.add(module)
+                elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Program"
+                      and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
+                    modules.add(node.args[1].value)
     return modules
 
 
