@@ -16,7 +16,7 @@ help: ## this list
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,test]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,console,test]'
 	touch $@
 
 venv: $(STAMP) ## create .venv with the lab and its test tools
@@ -103,7 +103,7 @@ up: ## start the lab in containers (RabbitMQ, the site, the Workstation); return
 
 down: ## stop the lab's containers (the learner's files and the database stay)
 	@$(NEED_DOCKER)
-	$(COMPOSE) --profile grader down
+	$(COMPOSE) down
 
 shell: ## a shell in the Workstation's ticket-desk folder (containers)
 	@$(CONTAINERS) shell
@@ -116,7 +116,7 @@ reset: ## back to the lab's start: removes the containers' volumes (asks first)
 	@$(NEED_DOCKER)
 	@printf 'This deletes the learner'\''s handler.py edits, every registration and ticket, and the queues. Continue? [y/N] '; \
 	read answer; case "$$answer" in y|Y|yes|YES) ;; *) echo "Nothing changed."; exit 1;; esac
-	$(COMPOSE) --profile grader down --volumes --remove-orphans
+	$(COMPOSE) down --volumes --remove-orphans
 	@echo "Back to the start: make up"
 
 grade-docker: ## grade the Workstation's handler.py with the grader's own broker (containers)

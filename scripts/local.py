@@ -3,17 +3,19 @@
 
 start: find a RabbitMQ (NIGHTJAR_AMQP_URL if it answers, otherwise a private
        node started here when rabbitmq-server is installed), create the live
-       database, start the site in the background, copy ticket-desk/ to the
+       database, start the site and the lab console (with its agent in the
+       Workstation folder) in the background, copy ticket-desk/ to the
        learner's Workstation folder (never over an existing one), wait until
-       the site answers and say what to do next.
+       they answer and say what to do next.
        It also starts, in the background, a second node kept for grading
        (nightjar/harness/gradingnode.py): make grade then grades in seconds,
        on a broker apart from the live one.
-stop:  stop, by pid, what start started: the site, the grading node and the
-       private node.
+stop:  stop, by pid, what start started: the console, its agent, the site,
+       the grading node and the private node.
 
 Same programs and code paths as the containers; only the addresses differ.
-The broker is local_broker.py's, the state in var/ local_state.py's.
+The broker is local_broker.py's, the background programs local_programs.py's,
+the state in var/ local_state.py's.
 Where things live (overridable, e.g. for the tests):
   NIGHTJAR_LOCAL_VAR          state, logs, pid files      (default: var/ in the repository)
   NIGHTJAR_WORKSTATION        the Workstation folder      (default: workstation/ticket-desk)
@@ -21,15 +23,16 @@ Where things live (overridable, e.g. for the tests):
   NIGHTJAR_LOCAL_MANAGEMENT_PORT  its management UI      (default: that port + 10000, else a free one)
   NIGHTJAR_LOCAL_NODE         the private node's name      (default: nightjar-local@localhost)
   NIGHTJAR_SITE_HOST, NIGHTJAR_SITE_PORT                  (default: 127.0.0.1, 8000)
+  NIGHTJAR_LAB_PORT           the lab console's port on 127.0.0.1 (default: 8080)
 """
 
 import os
 import shlex
-import signal
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from nightjar.config import workstation_folder
 from nightjar.harness import gradingnode
@@ -37,25 +40,15 @@ from nightjar.harness.siteprobe import site_answers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its parts beside it, also under runpy
 from local_broker import find_broker, login_of, management_answers, stop_private_node  # noqa: E402
-from local_state import STATE, VAR, load_state, port_open, save_state, say  # noqa: E402
+from local_programs import AGENT, CONSOLE, SITE  # noqa: E402
+from local_state import STATE, VAR, load_state, say  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKSTATION = workstation_folder()
-SITE_PID = VAR / "site.pid"
-SITE_LOG = VAR / "site.log"
 ENV_FILE = VAR / "local.env"
 
 
-# ---------------------------------------------------------------- the site
-
-def is_site_process(pid):
-    """True when pid is alive and is a Nightjar site (not a recycled pid of something else)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"nightjar_site" in cmdline
-
+# ---------------------------------------------------------------- the site and the console
 
 def site_address():
     host = os.environ.get("NIGHTJAR_SITE_HOST") or "127.0.0.1"
@@ -67,60 +60,53 @@ def site_url(host, port):
     return f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/"
 
 
-def start_site(settings, state):
-    """Start the site in the background (or keep the one make local started); returns the pid."""
-    host, port = site_address()
-    previous = state.get("site") or {}
-    if previous.get("pid") and is_site_process(previous["pid"]):
-        if previous.get("url") == site_url(host, port) and previous.get("amqp_url") == settings.amqp_url:
-            say(f"The site is already running (pid {previous['pid']}).")
-            return previous["pid"]
-        stop_site(previous["pid"])
-    if port_open("127.0.0.1" if host == "0.0.0.0" else host, port):
-        say(f"Port {port} is already in use by another program; stop it or choose another port"
-            " with NIGHTJAR_SITE_PORT.")
-        sys.exit(1)
+def lab_env(settings, **more):
+    """The environment of make local's programs: the live lab's settings."""
     env = dict(os.environ, NIGHTJAR_AMQP_URL=settings.amqp_url, NIGHTJAR_DB=settings.db_path,
-               NIGHTJAR_QUEUE=settings.queue, NIGHTJAR_SITE_HOST=host, NIGHTJAR_SITE_PORT=str(port),
-               PYTHONUNBUFFERED="1")
-    with open(SITE_LOG, "ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "nightjar_site"], cwd=ROOT, env=env,
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    SITE_PID.write_text(f"{process.pid}\n")
-    state["site"] = {"pid": process.pid, "url": site_url(host, port), "amqp_url": settings.amqp_url}
-    save_state(state)
-    wait_for_site(process, site_url(host, port))
-    say(f"Started the site (pid {process.pid}; log {SITE_LOG}).")
-    return process.pid
+               NIGHTJAR_QUEUE=settings.queue, PYTHONUNBUFFERED="1", **more)
+    if settings.management_url:
+        env["NIGHTJAR_MANAGEMENT_URL"] = settings.management_url
+    return env
 
 
-def wait_for_site(process, url, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            say(f"The site stopped at once (exit status {process.returncode}). The end of {SITE_LOG}:")
-            say("\n".join(SITE_LOG.read_text(errors="replace").splitlines()[-15:]))
-            sys.exit(1)
-        if site_answers(url):
-            return
-        time.sleep(0.1)
-    say(f"The site did not answer at {url} within {timeout} s; see {SITE_LOG}.")
-    sys.exit(1)
+def start_site(settings, state):
+    host, port = site_address()
+    env = lab_env(settings, NIGHTJAR_SITE_HOST=host, NIGHTJAR_SITE_PORT=str(port))
+    return SITE.start(state, env=env, settings={"url": site_url(host, port), "amqp_url": settings.amqp_url},
+                      port=("127.0.0.1" if host == "0.0.0.0" else host, port), port_setting="NIGHTJAR_SITE_PORT",
+                      ready=lambda: site_answers(site_url(host, port)))
 
 
-def stop_site(pid):
-    if not is_site_process(pid):
-        say("The site was not running.")
-        return
-    os.kill(pid, signal.SIGTERM)
-    for _ in range(100):
-        if not is_site_process(pid):
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-    say(f"Stopped the site (pid {pid}).")
+def socket_answers(path):
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+            return True
+        except OSError:
+            return False
+
+
+def start_console(settings, state):
+    """The lab console on 127.0.0.1:NIGHTJAR_LAB_PORT, its agent in the Workstation folder:
+    the same programs as the containers' console and Workstation. Its URL, token included."""
+    data = VAR / "console"
+    agent_socket = data / "terminal.sock"
+    port = int(os.environ.get("NIGHTJAR_LAB_PORT") or 8080)
+    env = lab_env(settings, NIGHTJAR_WORKSTATION=str(WORKSTATION), NIGHTJAR_LOCAL_VAR=str(VAR),
+                  NIGHTJAR_CONSOLE_DATA=str(data), NIGHTJAR_CONSOLE_SOCKET=str(agent_socket),
+                  NIGHTJAR_CONSOLE_PORT=str(port), NIGHTJAR_LAB_PORT=str(port),
+                  NIGHTJAR_SITE_PORT=str(site_address()[1]),
+                  NIGHTJAR_MANAGEMENT_PORT=str(urlsplit(settings.management_api).port or 15672))
+    if sys.prefix != sys.base_prefix:  # the lab's .venv: the console's shell activates it
+        env["VIRTUAL_ENV"] = sys.prefix
+    lab = {"amqp_url": settings.amqp_url, "db": settings.db_path, "workstation": str(WORKSTATION)}
+    AGENT.start(state, args=("--socket", str(agent_socket)), env=env, cwd=WORKSTATION, settings=lab,
+                ready=lambda: socket_answers(agent_socket))
+    CONSOLE.start(state, env=env, settings=dict(lab, port=port), port=("127.0.0.1", port),
+                  port_setting="NIGHTJAR_LAB_PORT", ready=lambda: site_answers(f"http://127.0.0.1:{port}/"))
+    url = subprocess.run([sys.executable, "-m", "nightjar_console", "url"], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    return url
 
 
 # ---------------------------------------------------------------- commands
@@ -171,23 +157,25 @@ def start():
     nightjar_db.connect(settings.db_path).close()
     say(f"Database: {settings.db_path}")
 
+    workstation = prepare_workstation()  # before the console: its agent's shell starts in it
     start_site(settings, state)
+    console = start_console(settings, state)
     if gradingnode.running(VAR):
         say("Grading node: already running (make grade grades on it)")
     elif gradingnode.start(VAR) is not None:
         say("Grading node: starting in the background (make grade grades on it, apart from the"
             " live broker)")
-    workstation = prepare_workstation()
     say(f"Workstation: {WORKSTATION} ({workstation})")
     changed = write_env_file(settings)
 
     host, port = site_address()
     say()
+    say(f"The lab console: {console}")
     say(f"The Nightjar site: {site_url(host, port)}")
     if management_answers(settings):
         say(f"RabbitMQ management UI: {settings.management_api} ({login_of(settings.amqp_url)})")
     say()
-    say("Next, in a terminal:")
+    say("Next, in the lab console's terminal, or in a terminal of your own:")
     say(f"  cd {shlex.quote(str(WORKSTATION))}")
     say(f"  source {shlex.quote(str(ROOT / '.venv' / 'bin' / 'activate'))}")
     if changed:
@@ -199,22 +187,15 @@ def start():
         for name, value in changed.items():
             say(f"  {name}={redact_url(value) if name == 'NIGHTJAR_AMQP_URL' else value}")
     say()
-    say("make stop stops the site, the grading node and the private RabbitMQ node."
-        if state.get("broker") else "make stop stops the site and the grading node.")
+    say("make stop stops the site, the console, the grading node and the private RabbitMQ node."
+        if state.get("broker") else "make stop stops the site, the console and the grading node.")
     return 0
 
 
 def stop():
     state = load_state()
-    site = state.get("site") or {}
-    pid = site.get("pid")
-    if pid is None and SITE_PID.exists():
-        pid = int(SITE_PID.read_text().strip() or 0) or None
-    if pid:
-        stop_site(pid)
-    else:
-        say("The site was not started by make local.")
-    SITE_PID.unlink(missing_ok=True)
+    for program in (CONSOLE, AGENT, SITE):
+        program.stop(state)
     if gradingnode.stop(VAR):
         say("Stopped the grading node.")
     if state.get("broker"):
