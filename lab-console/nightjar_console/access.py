@@ -22,6 +22,8 @@ import secrets
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from nightjar.keyfile import read_or_create
+
 from .address import TOKEN_FILE, base_url
 
 COOKIE = "nightjar-console"
@@ -32,21 +34,7 @@ def stored_token(folder):
     given = os.environ.get("NIGHTJAR_CONSOLE_TOKEN", "").strip()
     if given:
         return given
-    path = Path(folder) / TOKEN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        # Written privately, then linked into place: two consoles starting at once agree.
-        temporary = path.with_name(f".{TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(32) + "\n")
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass
-        finally:
-            temporary.unlink()
-    return path.read_text().strip()
+    return read_or_create(Path(folder) / TOKEN_FILE, lambda: secrets.token_urlsafe(32))
 
 
 class Access:
