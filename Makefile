@@ -16,7 +16,7 @@ help: ## this list
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,test]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,console,test]'
 	touch $@
 
 venv: $(STAMP) ## create .venv with the lab and its test tools
@@ -104,7 +104,7 @@ up: ## start the lab in containers (RabbitMQ, the site, the Workstation); return
 # No check first (it costs a second of the few `make down` takes): a failure is explained after,
 # in NEED_DOCKER's one line when that is the reason, else with Compose's own output.
 down: ## stop the lab's containers (the learner's files and the database stay)
-	@out=$$($(COMPOSE) --profile grader down 2>&1) && printf '%s\n' "$$out" \
+	@out=$$($(COMPOSE) down 2>&1) && printf '%s\n' "$$out" \
 	|| { $(NEED_DOCKER) && printf '%s\n' "$$out" >&2; exit 1; }
 
 shell: ## a shell in the Workstation's ticket-desk folder (containers)
@@ -118,7 +118,7 @@ reset: ## back to the lab's start: removes the containers' volumes (asks first)
 	@$(NEED_DOCKER)
 	@printf 'This deletes the learner'\''s handler.py edits, every registration and ticket, and the queues. Continue? [y/N] '; \
 	read answer; case "$$answer" in y|Y|yes|YES) ;; *) echo "Nothing changed."; exit 1;; esac
-	$(COMPOSE) --profile grader down --volumes --remove-orphans
+	$(COMPOSE) down --volumes --remove-orphans
 	@echo "Back to the start: make up"
 
 grade-docker: ## grade the Workstation's handler.py with the grader's own broker (containers)

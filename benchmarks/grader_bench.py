@@ -26,8 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import cli  # noqa: E402
-from nightjar.harness import gradingnode, sandbox  # noqa: E402
+from grader import one_handler  # noqa: E402
+from grader.options import parse_options  # noqa: E402
+from nightjar import sandbox  # noqa: E402
+from nightjar.harness import gradingnode  # noqa: E402
 
 PASSING = ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"
 PHASES = ("broker_start", "sandbox", "checks", "broker_stop")
@@ -49,11 +51,11 @@ def main():
     rows = {route: [] for route in routes}
     for run in range(1, args.runs + 1):
         for route in routes:
-            options = cli.parse_options(["--handler", args.handler, "--skip-live"])
-            timings = cli.Timings()
+            options = parse_options(["--handler", args.handler, "--skip-live"])
+            timings = one_handler.Timings()
             start = time.monotonic()
-            results, error, _ = cli.grade(options, timings,
-                                       sandbox_route="linux" if route == "sandboxed" else None)
+            results, error, _ = one_handler.grade(options, timings,
+                                               sandbox_route="linux" if route == "sandboxed" else None)
             total = time.monotonic() - start
             if error:
                 sys.exit(f"grading failed: {error}")

@@ -1,6 +1,16 @@
 """The Nightjar grader: handler.py against a second broker and throwaway databases.
 
-`python3 -m grader --help` for the options; cli.py runs it, checks.py holds
-the checks; the throwaway labs, the interruptions and the private RabbitMQ node
-are the harness (nightjar/harness/); live.py is the read-only look at the live results.
+`python3 -m grader --help` for the options (options.py). cli.py chooses the
+route and hands over to one of its entry points:
+
+    one_handler.py      one handler.py
+    batch.py            a class (--handlers DIR)
+    farm_collector.py   a class on a grading farm (--handlers DIR --farm URL; farm.py the protocol)
+    farm_host.py        a grading host of the farm (serve --farm URL)
+    in_docker.py        the Docker route (--sandbox docker)
+
+Below them: runner.py runs checks.py's checks (steps.py, findings.py),
+live.py reads the live results, reports.py writes every report. The
+throwaway labs and interruptions are the harness (nightjar/harness/); where
+handler.py runs is the sandbox (nightjar/sandbox/).
 """

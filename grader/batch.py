@@ -16,7 +16,7 @@ Sandboxed (the Linux route), the batch makes each submission's control group
 itself, and removes it when that submission's grader has ended: whatever the submission
 started is killed then, even when its grader was killed first. The
 submission's own vhost and user come from its grader (see
-nightjar/harness/sandbox.py).
+nightjar/sandbox/).
 """
 
 import json
@@ -37,9 +37,9 @@ from nightjar.events import shorten
 
 from . import reports
 from .findings import REASON_LIMIT
-from nightjar.harness import sandbox
-from nightjar.harness.rabbitadmin import default_management_url
+from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
+from nightjar.sandbox.rabbitadmin import default_management_url
 from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 
 # Bytes of a grader's output kept; a grader's JSON report is a few kilobytes.
@@ -289,18 +289,10 @@ def main(options, route=None):
     def progress(done, total, submission):
         print(reports.progress_line(done, total, submission), file=progress_out, flush=True)
 
-    def cannot_grade(error):
-        if options.json:
-            print(json.dumps({"passed": False, "error": error, "submissions": []},
-                             ensure_ascii=False))
-        else:
-            print(f"Cannot grade: {error}", file=sys.stderr)
-        return 2
-
     try:
         found = discover(options.handlers)
     except BatchError as error:
-        return cannot_grade(str(error))
+        return reports.cannot_grade(options, str(error))
     count = sum(handler is not None for _, handler in found)
     if count and not options.json:
         where = (f"grading broker {redact_url(options.amqp_url)}" if options.amqp_url
@@ -312,7 +304,7 @@ def main(options, route=None):
         wanted = not options.json or progress_out is sys.stderr
         submissions = grade_class(found, options, progress if wanted else None, route)
     except BatchError as error:
-        return cannot_grade(str(error))
+        return reports.cannot_grade(options, str(error))
     return report_class(options, submissions)
 
 

@@ -253,7 +253,6 @@ def submissions_of(found, store, jobs):
 
 def main(options):
     """Grade the class on the farm; print and write its reports; the exit status."""
-    from .cli import cannot_grade
     try:
         found = refuse_oversized(batch.discover(options.handlers))
         if not any(handler for _, handler in found):  # nothing to send: the local batch's report
@@ -261,7 +260,7 @@ def main(options):
         connection = farm.connect(options.farm)  # a wrong URL or login is said at once
         batch_id, store, jobs = open_batch(options, found)
     except (batch.BatchError, farm.FarmUnavailable, FarmError, OSError, sqlite3.Error) as error:
-        return cannot_grade(options, str(error))
+        return reports.cannot_grade(options, str(error))
     total = len(jobs)
     progress = None
     if not options.json:
@@ -272,7 +271,7 @@ def main(options):
         run(options, found, batch_id, store, progress, connection)
     except FarmError as error:
         store.close()
-        return cannot_grade(options, str(error))
+        return reports.cannot_grade(options, str(error))
     except KeyboardInterrupt:
         stored = total - store.missing()
         store.close()

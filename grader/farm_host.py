@@ -3,7 +3,7 @@
     python3 -m grader serve --farm URL [--slots N] [--name NAME]
                             [--amqp-url URL [--management-url URL]] [--timeout S]
 
-Needs root: every job is graded in the sandbox of nightjar/harness/sandbox.py,
+Needs root: every job is graded in the sandbox of nightjar/sandbox/,
 on a grading node of the host's own (a private RabbitMQ node started once,
 or the --amqp-url broker). Up to N jobs at once (the prefetch is N), each by
 its own grader subprocess, exactly as a local batch grades one submission
@@ -32,12 +32,12 @@ from pathlib import Path
 import pika.exceptions
 
 from nightjar.config import redact_url
-from nightjar.harness import sandbox
-from nightjar.harness.rabbitadmin import default_management_url
+from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
+from nightjar.sandbox.rabbitadmin import default_management_url
 
 from . import batch, farm
-from .cli import add_time_limits
+from .options import add_time_limits
 
 
 def parse_options(argv):

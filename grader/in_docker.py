@@ -17,7 +17,7 @@ take a second or two), then runs `python3 -m grader ... --sandbox linux
   read-only, and the control groups, in which the sandbox bounds each
   submission below the container's own limits.
 
-Each submission then runs in the sandbox of nightjar/harness/sandbox.py
+Each submission then runs in the sandbox of nightjar/sandbox/
 inside that container. The container's JSON report comes back on its
 standard output (its progress on standard error); this process prints and
 writes the same reports as a local grading.
@@ -31,7 +31,7 @@ import subprocess
 from pathlib import Path
 
 from nightjar.config import REPO_ROOT
-from nightjar.harness.sandbox import UID_BASE_ENV
+from nightjar.sandbox import UID_BASE_ENV
 
 from . import batch, reports
 from .findings import Result
@@ -39,7 +39,7 @@ from .findings import Result
 IMAGE = "nightjar/grader-sandbox:local"
 DOCKERFILE = "grader/sandbox.Dockerfile"
 DEFAULT_PYTHON_IMAGE = "python:3.11.13-slim-bookworm"
-# What the sandbox needs, and nothing more (see nightjar/harness/sandbox.py).
+# What the sandbox needs, and nothing more (see nightjar/sandbox/).
 CAPABILITIES = ("SYS_ADMIN", "NET_ADMIN", "SETUID", "SETGID", "SETPCAP", "KILL", "CHOWN",
                 "DAC_OVERRIDE", "FOWNER", "SYS_CHROOT", "SYS_NICE")
 PROGRESS = re.compile(r"^\d+ of \d+  ")
@@ -112,10 +112,9 @@ def grade_in_container(options, mounts, grader_args, on_progress):
 
 def main(options):
     """Grade in a container; print and write the reports; the exit status."""
-    from .cli import cannot_grade, report as single_report  # the local route's own output
     problem = refusal(options)
     if problem:
-        return cannot_grade(options, problem)
+        return reports.cannot_grade(options, problem)
     show = (lambda line: None) if options.json else (lambda line: print(line, flush=True))
     try:
         if options.handlers is not None:
@@ -130,26 +129,27 @@ def main(options):
             status, report = grade_in_container(
                 options, [(Path(options.handlers).resolve(), "/class")], args, show)
             if "error" in report:
-                return cannot_grade(options, report["error"])
+                return reports.cannot_grade(options, report["error"])
             submissions = [reports.Submission(s["name"], s["status"], s["checks"], s.get("note", ""))
                            for s in report["submissions"]]
             return batch.report_class(options, submissions)
         handler = Path(options.handler).resolve()
         if not handler.is_file():
-            return cannot_grade(options, f"no handler.py at {options.handler}")
+            return reports.cannot_grade(options, f"no handler.py at {options.handler}")
         status, report = grade_in_container(
             options, [(handler, "/submission/handler.py")],
             ["--handler", "/submission/handler.py", "--skip-live"], show)
     except (batch.BatchError, DockerRouteError) as error:
-        return cannot_grade(options, str(error))
+        return reports.cannot_grade(options, str(error))
     results = [Result(c["name"], c["passed"], c["reason"], c["hint"]) for c in report["checks"]]
     error = report.get("error")
     problem = reports.save(options, [reports.single(str(options.handler), results, error, 0.0)])
     if problem or error:
-        return cannot_grade(options, problem or error)
+        return reports.cannot_grade(options, problem or error)
     if options.json:
         print(json.dumps(report, ensure_ascii=False))
     else:
-        print(single_report(results, options.handler, "in a container: a private RabbitMQ node,"
-                            " throwaway databases, handler.py sandboxed; live results skipped"))
+        print(reports.handler_text(results, options.handler, "in a container: a private RabbitMQ"
+                                   " node, throwaway databases, handler.py sandboxed; live results"
+                                   " skipped"))
     return status

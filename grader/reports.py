@@ -7,6 +7,7 @@ folder's verdict with its checks as the grader's JSON gives them
 
 import json
 import re
+import sys
 import unicodedata
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -195,3 +196,28 @@ def single(name, results, error, seconds):
     if error:
         return Submission(name, ERROR, note=error, seconds=seconds)
     return Submission(name, GRADED, [r.as_dict() for r in results], seconds=seconds)
+
+
+def handler_text(results, handler, url_note):
+    """One handler's checks as the grader prints them: PASS or FAIL, the reason, the hint."""
+    lines = [f"Grading {handler}", f"({url_note})", ""]
+    for result in results:
+        lines.append(f"{'PASS' if result.passed else 'FAIL'}  {result.name}")
+        lines.append(f"      {result.reason}")
+        if not result.passed and result.hint:
+            lines.append(f"      Hint: {result.hint}")
+    passed = sum(r.passed for r in results)
+    lines.append("")
+    lines.append(f"{passed} of {len(results)} checks passed." if passed < len(results)
+                 else f"All {len(results)} checks passed.")
+    return "\n".join(lines)
+
+
+def cannot_grade(options, error):
+    """Say in one line why nothing could be graded; exit status 2."""
+    if options.json:
+        key = "submissions" if options.handlers is not None else "checks"
+        print(json.dumps({"passed": False, "error": error, key: []}, ensure_ascii=False))
+    else:
+        print(f"Cannot grade: {error}", file=sys.stderr)
+    return 2

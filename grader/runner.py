@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nightjar.events import shorten
 from nightjar.harness.lab import Lab, copy_workstation
-from nightjar.harness.sandbox import Tampered
+from nightjar.sandbox import Tampered
 
 from .checks import CHECKS
 from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result

@@ -9,9 +9,9 @@ up       refuses, before anything starts, credentials that would break the
          returns once the site answers, saying where everything is. A failing
          service is named in one line with how to see its log.
 shell    the same refusals, then a shell in the Workstation (started if need be).
-grade    the grader in a container of its own, against the grader's own
-         RabbitMQ: started by the first grading and kept running for the next
-         ones (until `make down`), on a network of its own.
+grade    asks the grader's service (compose.yaml's `grader`, the one the lab
+         console's Grade button asks), which grades against the grader's own
+         RabbitMQ, on a network of its own; starts them when they are not running.
 check    one line, and status 1, when no Docker engine answers or Compose is
          missing or too old for compose.yaml.
 running  status 0 while the lab runs in containers (its Workstation is up).
@@ -39,16 +39,17 @@ ENV_FILE = ROOT / ".env"
 SAFE_CREDENTIAL = re.compile(r"[A-Za-z0-9_-]*")
 CREDENTIALS = ("NIGHTJAR_RABBITMQ_USER", "NIGHTJAR_RABBITMQ_PASSWORD", "NIGHTJAR_GRADER_RABBITMQ_PASSWORD")
 # (setting, default, the service publishing it); the defaults are compose.yaml's.
-PORTS = (("NIGHTJAR_SITE_PORT", 8000, "site"),
+PORTS = (("NIGHTJAR_LAB_PORT", 8080, "console"),
+         ("NIGHTJAR_SITE_PORT", 8000, "site"),
          ("NIGHTJAR_AMQP_PORT", 5672, "rabbitmq"),
          ("NIGHTJAR_MANAGEMENT_PORT", 15672, "rabbitmq"))
 READY_SECONDS = 180  # a cold start builds images first; the clock starts after that
-SERVICES = "rabbitmq|site|workstation|grader-broker|grader"  # compose.yaml's, as a pattern
-GRADER = ("--profile", "grader")  # the grader and its broker are compose.yaml's profile "grader"
+SERVICES = "rabbitmq|site|workstation|console|grader-broker|grader"  # compose.yaml's, as a pattern
 BUILD_LINE_AFTER = 3  # seconds: a build that takes longer (not just a look at the cache) gets a line
-# What Compose v1 prints on stderr when `run` creates the grader's container:
-# not the learner's business (v2 prints nothing there).
-COMPOSE_PROGRESS = re.compile(r"^(\x1b\[[0-9;]*[A-Za-z])*(Creating|Starting|Recreating) \S+ \.\.\. ")
+# What Compose prints on stderr when `up` starts the grader: not the learner's business.
+COMPOSE_PROGRESS = re.compile(r"^(\x1b\[[0-9;]*[A-Za-z])*(\s*Container \S+ +|)(Creating|Created|Starting|Started|Recreat\w*|Waiting|Healthy|Running)\b")
+# The grader's service inside its container (compose.yaml's grader command).
+GRADING_SERVICE = "http://127.0.0.1:8090/"
 
 
 class Refused(Exception):
@@ -191,7 +192,7 @@ def why_up_failed(output, compose, ports):
 
 def inspect(compose, service, template):
     """What `docker inspect -f TEMPLATE` says of a service's container ('' when there is none)."""
-    ids = choice.run([*compose, *GRADER, "ps", "-q", service])[1].split()
+    ids = choice.run([*compose, "ps", "-q", service])[1].split()
     return choice.run(["docker", "inspect", "-f", template, ids[0]])[1].strip() if ids else ""
 
 
@@ -234,24 +235,37 @@ def up(compose, environ):
     refuse_unusable(compose)
     found, ports = refuse_bad_settings(compose, environ)
     print("Building the lab's images (the first build takes a few minutes)...", flush=True)
-    # RabbitMQ's image is not built: it boots (seconds) while the build runs (a second, from the cache).
-    broker = subprocess.Popen([*compose, "up", "-d", "rabbitmq"], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace")
-    built = compose_run(compose, *GRADER, "build")  # the grader's image too: `make grade` is quick then
-    broker_output = broker.communicate()[0]
+    # The brokers' image is not built: they boot (seconds) while the build runs (a second, from the cache).
+    brokers = subprocess.Popen([*compose, "up", "-d", "rabbitmq", "grader-broker"], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    built = compose_run(compose, "build")
+    brokers_output = brokers.communicate()[0]
     if built.returncode != 0:
         print("\n".join(built.stdout.splitlines()[-20:]), file=sys.stderr)  # the failing step
         raise Refused(why_up_failed(built.stdout, compose, ports))
-    if broker.returncode != 0:
-        raise Refused(why_up_failed(broker_output, compose, ports))
-    print("Starting RabbitMQ, the site and the Workstation...", flush=True)
+    if brokers.returncode != 0:
+        raise Refused(why_up_failed(brokers_output, compose, ports))
+    print("Starting RabbitMQ, the site, the Workstation, the lab console and the grader...", flush=True)
     started = compose_run(compose, "up", "-d")
     if started.returncode != 0:
         raise Refused(why_up_failed(started.stdout, compose, ports))
     wait_for_site(compose, ports["NIGHTJAR_SITE_PORT"])
+    print(f"Lab console:         {console_url(compose)}")
     print(f"Nightjar site:       http://127.0.0.1:{ports['NIGHTJAR_SITE_PORT']}/")
     print(management_line(found, ports["NIGHTJAR_MANAGEMENT_PORT"]))
-    print("Workstation:         make shell")
+    print("Workstation:         make shell (or the lab console's terminal)")
+
+
+def console_url(compose):
+    """The console's address with its token, as its log shows it (made on its first start)."""
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        status, output = choice.run([*compose, "exec", "-T", "console", "python3", "-m", "nightjar_console", "url"])
+        if status == 0 and output.strip():
+            return output.strip()
+        if time.monotonic() > deadline:
+            raise Refused(f"console did not answer. Its log: {' '.join(compose)} logs console")
+        time.sleep(0.5)
 
 
 def shell(compose, environ):
@@ -267,53 +281,33 @@ def shell(compose, environ):
     os.execvp(compose[0], [*compose, "exec", "workstation", "bash"])
 
 
-def build_grader(compose):
-    """Build the grader's image quietly (from cache in a moment); one line when it takes a while."""
-    building = subprocess.Popen([*compose, *GRADER, "build", "grader"], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace")
-    try:
-        output, _ = building.communicate(timeout=BUILD_LINE_AFTER)
-    except subprocess.TimeoutExpired:
-        print("Building the grader's image...", flush=True)
-        output, _ = building.communicate()
-    if building.returncode != 0:
-        print("\n".join(output.splitlines()[-20:]), file=sys.stderr)
-        raise Refused("The grader's image did not build (the end of the build's output is above).")
-
-
-def start_grader_broker(compose):
-    """The grader's own RabbitMQ, healthy: started by the first grading, then kept until `make down`."""
-    state = inspect(compose, "grader-broker", "{{.State.Status}} {{.State.Health.Status}}")
-    if state == "running healthy":
+def start_grader(compose):
+    """The grader's service and its RabbitMQ, started when `make up` did not (or they stopped)."""
+    if inspect(compose, "grader", "{{.State.Status}}") == "running" and grading_service_answers(compose):
         return
-    if not state.startswith("running"):
-        print("Starting the grader's own RabbitMQ (it keeps running for the next gradings)...", flush=True)
-        started = compose_run(compose, *GRADER, "up", "-d", "grader-broker")
-        if started.returncode != 0:
-            last = (started.stdout.strip().splitlines() or ["no output"])[-1]
-            raise Refused(f"grader-broker did not start ({last}). Its log:"
-                          f" {' '.join(compose)} --profile grader logs grader-broker")
-    wait_until_healthy(compose, "grader-broker")
-
-
-def wait_until_healthy(compose, service):
+    print("Starting the grader and its own RabbitMQ (they keep running for the next gradings)...", flush=True)
+    started = compose_run(compose, "up", "-d", "grader")
+    if started.returncode != 0:
+        last = (started.stdout.strip().splitlines() or ["no output"])[-1]
+        raise Refused(f"the grader did not start ({last}). Its log: {' '.join(compose)} logs grader grader-broker")
     deadline = time.monotonic() + READY_SECONDS
-    while True:
-        health = inspect(compose, service, "{{.State.Health.Status}}") or "missing"
-        if health == "healthy":
-            return
-        if health in ("unhealthy", "missing") or time.monotonic() > deadline:
-            raise Refused(f"{service} is {health}. Its log:"
-                          f" {' '.join(compose)} --profile grader logs {service}")
+    while not grading_service_answers(compose):
+        if time.monotonic() > deadline:
+            raise Refused(f"the grader did not answer. Its log: {' '.join(compose)} logs grader")
         time.sleep(0.5)
+
+
+def grading_service_answers(compose):
+    probe = ("import urllib.request; urllib.request.urlopen('" + GRADING_SERVICE + "healthz', timeout=2)")
+    return choice.run([*compose, "exec", "-T", "grader", "python3", "-c", probe])[0] == 0
 
 
 def grade(compose):
     """The grader's verdict on the Workstation's handler.py; its exit status."""
     refuse_unusable(compose)
-    build_grader(compose)
-    start_grader_broker(compose)
-    grading = subprocess.Popen([*compose, *GRADER, "run", "--rm", "--no-deps", "-T", "grader"], cwd=ROOT,
+    start_grader(compose)
+    grading = subprocess.Popen([*compose, "exec", "-T", "grader", "python3", "-m", "grader.service",
+                                "--ask", GRADING_SERVICE], cwd=ROOT,
                                stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
     shown = threading.Thread(target=show_errors, args=(grading.stderr,))
     shown.start()
@@ -327,7 +321,7 @@ def grade(compose):
 
 
 def show_errors(stream):
-    """The grader's stderr, less Compose's own lines about creating its container."""
+    """The grader's stderr, less Compose's own lines about starting containers."""
     for line in stream:
         if not COMPOSE_PROGRESS.match(line):
             sys.stderr.write(line)

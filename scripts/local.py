@@ -3,16 +3,19 @@
 
 start: find a RabbitMQ (NIGHTJAR_AMQP_URL if it answers, otherwise a private
        node started here when rabbitmq-server is installed), create the live
-       database, start the site in the background, copy ticket-desk/ to the
+       database, start the site and the lab console (with its agent in the
+       Workstation folder) in the background, copy ticket-desk/ to the
        learner's Workstation folder (never over an existing one), wait until
-       the site answers and say what to do next.
+       they answer and say what to do next.
        It also starts, in the background, a second node kept for grading
        (nightjar/harness/gradingnode.py): make grade then grades in seconds,
        on a broker apart from the live one.
-stop:  stop, by pid, what start started: the site, the grading node and the
-       private node.
+stop:  stop, by pid, what start started: the console, its agent, the site,
+       the grading node and the private node.
 
 Same programs and code paths as the containers; only the addresses differ.
+The broker is local_broker.py's, the background programs local_programs.py's,
+the state in var/ local_state.py's.
 Where things live (overridable, e.g. for the tests):
   NIGHTJAR_LOCAL_VAR          state, logs, pid files      (default: var/ in the repository)
   NIGHTJAR_WORKSTATION        the Workstation folder      (default: workstation/ticket-desk)
@@ -20,209 +23,32 @@ Where things live (overridable, e.g. for the tests):
   NIGHTJAR_LOCAL_MANAGEMENT_PORT  its management UI      (default: that port + 10000, else a free one)
   NIGHTJAR_LOCAL_NODE         the private node's name      (default: nightjar-local@localhost)
   NIGHTJAR_SITE_HOST, NIGHTJAR_SITE_PORT                  (default: 127.0.0.1, 8000)
+  NIGHTJAR_LAB_PORT           the lab console's port on 127.0.0.1 (default: 8080)
 """
 
-import dataclasses
-import json
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from nightjar.config import local_var_folder, workstation_folder
+from nightjar.config import workstation_folder
 from nightjar.harness import gradingnode
-from nightjar.harness.rabbitnode import find_tool, free_port, node_environment
 from nightjar.harness.siteprobe import site_answers
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its parts beside it, also under runpy
+from local_broker import find_broker, login_of, management_answers, stop_private_node  # noqa: E402
+from local_programs import AGENT, CONSOLE, SITE  # noqa: E402
+from local_state import STATE, VAR, load_state, say  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-VAR = local_var_folder()
 WORKSTATION = workstation_folder()
-STATE = VAR / "local.json"
-SITE_PID = VAR / "site.pid"
-SITE_LOG = VAR / "site.log"
 ENV_FILE = VAR / "local.env"
-NODE_DIR = VAR / "rabbitmq"
-NODE_NAME = os.environ.get("NIGHTJAR_LOCAL_NODE") or "nightjar-local@localhost"
 
 
-def say(line=""):
-    print(line, flush=True)
-
-
-# ---------------------------------------------------------------- state
-
-def load_state():
-    try:
-        return json.loads(STATE.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def save_state(state):
-    VAR.mkdir(parents=True, exist_ok=True)
-    STATE.write_text(json.dumps(state, indent=2) + "\n")
-
-
-def is_site_process(pid):
-    """True when pid is alive and is a Nightjar site (not a recycled pid of something else)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"nightjar_site" in cmdline
-
-
-def port_open(host, port):
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-# ---------------------------------------------------------------- RabbitMQ
-
-def broker_answers(settings):
-    from nightjar import broker
-    try:
-        connection = broker.connect(settings)
-    except broker.BrokerUnavailable:
-        return False
-    try:
-        broker.declare_queues(connection.channel(), settings)
-    finally:
-        connection.close()
-    return True
-
-
-def node_env(port, management_port=None):
-    # A fixed distribution port (port + 20000): the node outlives this process.
-    return node_environment(NODE_DIR, NODE_NAME, port, port + 20000, management_port)
-
-
-def management_port_for(port):
-    """The private node's management UI port: the chosen one, else port + 10000 when free."""
-    chosen = os.environ.get("NIGHTJAR_LOCAL_MANAGEMENT_PORT")
-    if chosen:
-        return int(chosen)
-    return port + 10000 if not port_open("127.0.0.1", port + 10000) else free_port()
-
-
-def start_private_node(port):
-    """Start a RabbitMQ node of our own under var/; returns its state, or None on failure."""
-    server = find_tool("rabbitmq-server")
-    if not 0 < port <= 65535 - 20000:
-        say(f"NIGHTJAR_LOCAL_BROKER_PORT must be at most {65535 - 20000}: the node also uses"
-            " that port + 20000 (for its command-line tools).")
-        return None
-    for busy in (port, port + 20000):
-        if port_open("127.0.0.1", busy):
-            say(f"Port {busy} is in use, so the private RabbitMQ node cannot start there;"
-                " choose another with NIGHTJAR_LOCAL_BROKER_PORT.")
-            return None
-    # The management plugin lets the learner watch the queue (and desk.py
-    # status count unacknowledged deliveries); it costs about 2 s at start.
-    management_port = management_port_for(port)
-    env = node_env(port, management_port)
-    say(f"Starting a private RabbitMQ node ({NODE_NAME}, port {port}, data in {NODE_DIR})")
-    subprocess.run([server, "-detached"], env=env, cwd=NODE_DIR, check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # Ready when AMQP answers: polling the port is seconds quicker than
-    # `rabbitmqctl wait`, whose own Erlang VM has to start first.
-    pidfile = Path(env["RABBITMQ_PID_FILE"])
-    deadline = time.monotonic() + 60
-    while not port_open("127.0.0.1", port):
-        if time.monotonic() > deadline or node_died(pidfile):
-            say(f"The private RabbitMQ node did not start; see {NODE_DIR / 'log'}.")
-            return None
-        time.sleep(0.2)
-    return {"node": NODE_NAME, "port": port, "pidfile": str(pidfile),
-            "url": f"amqp://guest:guest@127.0.0.1:{port}/%2F",
-            "management_url": f"http://127.0.0.1:{management_port}/"}
-
-
-def node_died(pidfile):
-    """True once the node wrote its pid file and that process is gone."""
-    try:
-        os.kill(int(pidfile.read_text().strip()), 0)
-    except (FileNotFoundError, ValueError):
-        return False  # not written yet
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def management_port_of(node):
-    from urllib.parse import urlsplit
-    return urlsplit(node["management_url"]).port if node.get("management_url") else None
-
-
-def login_of(amqp_url):
-    from urllib.parse import unquote, urlsplit
-    parts = urlsplit(amqp_url)
-    user, password = unquote(parts.username or "guest"), unquote(parts.password or "guest")
-    if (user, password) == ("guest", "guest"):
-        return "user guest, password guest"
-    return f"user {user}, the password in NIGHTJAR_AMQP_URL"
-
-
-def management_answers(settings):
-    from nightjar import broker
-    try:
-        broker.unacknowledged_count(settings)
-    except broker.NotCounted as reason:
-        return reason.answered
-    return True
-
-
-def stop_private_node(node):
-    ctl = find_tool("rabbitmqctl")
-    if not ctl:
-        return
-    env = node_env(node["port"], management_port_of(node))
-    result = subprocess.run([ctl, "-n", node["node"], "stop", node["pidfile"]], env=env,
-                            cwd=NODE_DIR, capture_output=True, text=True)
-    if result.returncode == 0:
-        say(f"Stopped the private RabbitMQ node {node['node']}.")
-    else:
-        say(f"The private RabbitMQ node {node['node']} was not running.")
-
-
-def find_broker(settings, state):
-    """(settings to use, how we got the broker, private node state or None); exits when none."""
-    from nightjar.config import redact_url
-    previous = state.get("broker")
-    if previous:
-        mine = dataclasses.replace(settings, amqp_url=previous["url"],
-                                   management_url=previous.get("management_url", ""))
-        if broker_answers(mine):
-            return mine, "the private node make local started earlier", previous
-    if broker_answers(settings):
-        return settings, "already running", None
-    say(f"No RabbitMQ answers at {redact_url(settings.amqp_url)}.")
-    if not find_tool("rabbitmq-server"):
-        say("Install RabbitMQ (apt-get install rabbitmq-server) or set NIGHTJAR_AMQP_URL to a"
-            " running broker, then run make local again.")
-        sys.exit(1)
-    port = int(os.environ.get("NIGHTJAR_LOCAL_BROKER_PORT") or 5692)
-    node = start_private_node(port)
-    if node is None:
-        sys.exit(1)
-    # Saved at once: make stop must find the node even if a later step fails.
-    state["broker"] = node
-    save_state(state)
-    mine = dataclasses.replace(settings, amqp_url=node["url"], management_url=node["management_url"])
-    if not broker_answers(mine):
-        say("The private RabbitMQ node started but does not accept connections; run make stop.")
-        sys.exit(1)
-    return mine, "private node started by make local", node
-
-
-# ---------------------------------------------------------------- the site
+# ---------------------------------------------------------------- the site and the console
 
 def site_address():
     host = os.environ.get("NIGHTJAR_SITE_HOST") or "127.0.0.1"
@@ -234,60 +60,53 @@ def site_url(host, port):
     return f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/"
 
 
-def start_site(settings, state):
-    """Start the site in the background (or keep the one make local started); returns the pid."""
-    host, port = site_address()
-    previous = state.get("site") or {}
-    if previous.get("pid") and is_site_process(previous["pid"]):
-        if previous.get("url") == site_url(host, port) and previous.get("amqp_url") == settings.amqp_url:
-            say(f"The site is already running (pid {previous['pid']}).")
-            return previous["pid"]
-        stop_site(previous["pid"])
-    if port_open("127.0.0.1" if host == "0.0.0.0" else host, port):
-        say(f"Port {port} is already in use by another program; stop it or choose another port"
-            " with NIGHTJAR_SITE_PORT.")
-        sys.exit(1)
+def lab_env(settings, **more):
+    """The environment of make local's programs: the live lab's settings."""
     env = dict(os.environ, NIGHTJAR_AMQP_URL=settings.amqp_url, NIGHTJAR_DB=settings.db_path,
-               NIGHTJAR_QUEUE=settings.queue, NIGHTJAR_SITE_HOST=host, NIGHTJAR_SITE_PORT=str(port),
-               PYTHONUNBUFFERED="1")
-    with open(SITE_LOG, "ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "nightjar_site"], cwd=ROOT, env=env,
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    SITE_PID.write_text(f"{process.pid}\n")
-    state["site"] = {"pid": process.pid, "url": site_url(host, port), "amqp_url": settings.amqp_url}
-    save_state(state)
-    wait_for_site(process, site_url(host, port))
-    say(f"Started the site (pid {process.pid}; log {SITE_LOG}).")
-    return process.pid
+               NIGHTJAR_QUEUE=settings.queue, PYTHONUNBUFFERED="1", **more)
+    if settings.management_url:
+        env["NIGHTJAR_MANAGEMENT_URL"] = settings.management_url
+    return env
 
 
-def wait_for_site(process, url, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            say(f"The site stopped at once (exit status {process.returncode}). The end of {SITE_LOG}:")
-            say("\n".join(SITE_LOG.read_text(errors="replace").splitlines()[-15:]))
-            sys.exit(1)
-        if site_answers(url):
-            return
-        time.sleep(0.1)
-    say(f"The site did not answer at {url} within {timeout} s; see {SITE_LOG}.")
-    sys.exit(1)
+def start_site(settings, state):
+    host, port = site_address()
+    env = lab_env(settings, NIGHTJAR_SITE_HOST=host, NIGHTJAR_SITE_PORT=str(port))
+    return SITE.start(state, env=env, settings={"url": site_url(host, port), "amqp_url": settings.amqp_url},
+                      port=("127.0.0.1" if host == "0.0.0.0" else host, port), port_setting="NIGHTJAR_SITE_PORT",
+                      ready=lambda: site_answers(site_url(host, port)))
 
 
-def stop_site(pid):
-    if not is_site_process(pid):
-        say("The site was not running.")
-        return
-    os.kill(pid, signal.SIGTERM)
-    for _ in range(100):
-        if not is_site_process(pid):
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-    say(f"Stopped the site (pid {pid}).")
+def socket_answers(path):
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+            return True
+        except OSError:
+            return False
+
+
+def start_console(settings, state):
+    """The lab console on 127.0.0.1:NIGHTJAR_LAB_PORT, its agent in the Workstation folder:
+    the same programs as the containers' console and Workstation. Its URL, token included."""
+    data = VAR / "console"
+    agent_socket = data / "terminal.sock"
+    port = int(os.environ.get("NIGHTJAR_LAB_PORT") or 8080)
+    env = lab_env(settings, NIGHTJAR_WORKSTATION=str(WORKSTATION), NIGHTJAR_LOCAL_VAR=str(VAR),
+                  NIGHTJAR_CONSOLE_DATA=str(data), NIGHTJAR_CONSOLE_SOCKET=str(agent_socket),
+                  NIGHTJAR_CONSOLE_PORT=str(port), NIGHTJAR_LAB_PORT=str(port),
+                  NIGHTJAR_SITE_PORT=str(site_address()[1]),
+                  NIGHTJAR_MANAGEMENT_PORT=str(urlsplit(settings.management_api).port or 15672))
+    if sys.prefix != sys.base_prefix:  # the lab's .venv: the console's shell activates it
+        env["VIRTUAL_ENV"] = sys.prefix
+    lab = {"amqp_url": settings.amqp_url, "db": settings.db_path, "workstation": str(WORKSTATION)}
+    AGENT.start(state, args=("--socket", str(agent_socket)), env=env, cwd=WORKSTATION, settings=lab,
+                ready=lambda: socket_answers(agent_socket))
+    CONSOLE.start(state, env=env, settings=dict(lab, port=port), port=("127.0.0.1", port),
+                  port_setting="NIGHTJAR_LAB_PORT", ready=lambda: site_answers(f"http://127.0.0.1:{port}/"))
+    url = subprocess.run([sys.executable, "-m", "nightjar_console", "url"], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    return url
 
 
 # ---------------------------------------------------------------- commands
@@ -338,23 +157,25 @@ def start():
     nightjar_db.connect(settings.db_path).close()
     say(f"Database: {settings.db_path}")
 
+    workstation = prepare_workstation()  # before the console: its agent's shell starts in it
     start_site(settings, state)
+    console = start_console(settings, state)
     if gradingnode.running(VAR):
         say("Grading node: already running (make grade grades on it)")
     elif gradingnode.start(VAR) is not None:
         say("Grading node: starting in the background (make grade grades on it, apart from the"
             " live broker)")
-    workstation = prepare_workstation()
     say(f"Workstation: {WORKSTATION} ({workstation})")
     changed = write_env_file(settings)
 
     host, port = site_address()
     say()
+    say(f"The lab console: {console}")
     say(f"The Nightjar site: {site_url(host, port)}")
     if management_answers(settings):
         say(f"RabbitMQ management UI: {settings.management_api} ({login_of(settings.amqp_url)})")
     say()
-    say("Next, in a terminal:")
+    say("Next, in the lab console's terminal, or in a terminal of your own:")
     say(f"  cd {shlex.quote(str(WORKSTATION))}")
     say(f"  source {shlex.quote(str(ROOT / '.venv' / 'bin' / 'activate'))}")
     if changed:
@@ -366,22 +187,15 @@ def start():
         for name, value in changed.items():
             say(f"  {name}={redact_url(value) if name == 'NIGHTJAR_AMQP_URL' else value}")
     say()
-    say("make stop stops the site, the grading node and the private RabbitMQ node."
-        if state.get("broker") else "make stop stops the site and the grading node.")
+    say("make stop stops the site, the console, the grading node and the private RabbitMQ node."
+        if state.get("broker") else "make stop stops the site, the console and the grading node.")
     return 0
 
 
 def stop():
     state = load_state()
-    site = state.get("site") or {}
-    pid = site.get("pid")
-    if pid is None and SITE_PID.exists():
-        pid = int(SITE_PID.read_text().strip() or 0) or None
-    if pid:
-        stop_site(pid)
-    else:
-        say("The site was not started by make local.")
-    SITE_PID.unlink(missing_ok=True)
+    for program in (CONSOLE, AGENT, SITE):
+        program.stop(state)
     if gradingnode.stop(VAR):
         say("Stopped the grading node.")
     if state.get("broker"):

@@ -3,7 +3,14 @@
 import pytest
 
 from nightjar.harness.rabbitnode import PrivateNode
+from browserkit import CHROMIUM, CHROMIUM_ARGS
 from labkit import Lab
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Playwright drives Debian's Chromium (no browser download)."""
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ YAML = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-j
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose.yaml"
 # Where the code that reads NIGHTJAR_* variables lives (tests set them, they do not read them).
-CODE_DIRS = ["nightjar", "nightjar-site", "grader", "ticket-desk", "scripts", "scenarios"]
+CODE_DIRS = ["nightjar", "nightjar-site", "lab-console", "grader", "ticket-desk", "scripts", "scenarios"]
 
 
 # --------------------------------------------------------------------------
@@ -81,17 +81,23 @@ def code_env_names():
 
 
 def local_modules():
-    """The modules `make local` starts with `python -m` (read from its script)."""
+    """The modules `make local` starts with `python -m` (read from its scripts: a list holding
+    "-m", MODULE, or a local_programs.Program("key", MODULE, ...))."""
     recipe = makefile_recipe("local")
     modules = set()
     for script in re.findall(r"(scripts/[\w.-]+)", recipe or ""):
-        tree = ast.parse((ROOT / script).read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.List):
-                items = [item.value if isinstance(item, ast.Constant) else None for item in node.elts]
-                for flag, module in zip(items, items[1:]):
-                    if flag == "-m" and isinstance(module, str):
-                        modules.add(module)
+        parts = [ROOT / script, *sorted((ROOT / script).parent.glob("local_*.py"))]
+        for part in parts:
+            tree = ast.parse(part.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.List):
+                    items = [item.value if isinstance(item, ast.Constant) else None for item in node.elts]
+                    for flag, module in zip(items, items[1:]):
+                        if flag == "-m" and isinstance(module, str):
+                            modules.add(module)
+                elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Program"
+                      and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)):
+                    modules.add(node.args[1].value)
     return modules
 
 
@@ -191,8 +197,12 @@ class Image:
         return [entry for entry in self.env.get("PYTHONPATH", "").split(":") if entry]
 
     def importable(self, module):
-        """True when `python3 -m module` finds module/__main__.py through the image's PYTHONPATH."""
-        return any(self.provides(f"{entry}/{module}/__main__.py") for entry in self.python_path())
+        """True when `python3 -m module` finds it through the image's PYTHONPATH: a package's
+        __main__.py, or for a.b the file a/b.py."""
+        path = module.replace(".", "/")
+        return any(self.provides(f"{entry}/{path}/__main__.py")
+                   or ("." in module and self.provides(f"{entry}/{path}.py"))
+                   for entry in self.python_path())
 
 
 def ignored(rel, rules):

@@ -4,7 +4,8 @@ compose.yaml and its Dockerfiles disagrees with the repository.
 It checks that build contexts and COPY sources exist and are sent, commands
 are real entry points (the same ones `make local` runs), environment variables
 are ones the code reads, nobody uses RabbitMQ's guest account, ports listen on
-127.0.0.1 only, the grader can reach its own broker but never the live one, and
+127.0.0.1 only, the grader can reach its own broker but never the live one, the
+lab console reaches the Workstation's agent and the grader but no broker, and
 the farm's grading hosts reach their farm broker and nothing else.
 """
 
@@ -17,10 +18,11 @@ from containerfiles import (
     module_folder, mount_for, read, service_command, service_environment, service_networks,
     service_ports, tracked_files)
 
-LIVE_BROKER, SITE, WORKSTATION = "rabbitmq", "site", "workstation"
+LIVE_BROKER, SITE, WORKSTATION, CONSOLE = "rabbitmq", "site", "workstation", "console"
 GRADER, GRADER_BROKER = "grader", "grader-broker"
 FARM_BROKER, GRADER_HOST = "farm-broker", "grader-host"
 SANDBOX_DOCKERFILE = "grader/sandbox.Dockerfile"
+AGENT, GRADING_SERVICE = "nightjar_console.agent", "grader.service"
 LEARNER_FOLDER = "/home/labex/project/ticket-desk"
 
 
@@ -43,7 +45,7 @@ def container_problems(compose, overrides=None, env_names=None, site_modules=Non
         if key in compose:
             problems.append(f"top-level '{key}:' key: Debian's docker-compose 1.29 rejects 'name:',"
                             " and 'version:' is obsolete in the Compose Specification")
-    for role in (LIVE_BROKER, SITE, WORKSTATION, GRADER_BROKER, GRADER, FARM_BROKER, GRADER_HOST):
+    for role in (LIVE_BROKER, SITE, WORKSTATION, CONSOLE, GRADER_BROKER, GRADER, FARM_BROKER, GRADER_HOST):
         if role not in services:
             problems.append(f"service '{role}' is missing")
     if problems:
@@ -68,18 +70,17 @@ def container_problems(compose, overrides=None, env_names=None, site_modules=Non
         condition = ((services[name].get("depends_on") or {}).get(LIVE_BROKER) or {})
         if not isinstance(condition, dict) or condition.get("condition") != "service_healthy":
             problems.append(f"{name}: does not wait for {LIVE_BROKER} to be healthy (depends_on condition)")
-    for name in (GRADER, GRADER_BROKER):
-        if "grader" not in (services[name].get("profiles") or []):
-            problems.append(f"{name}: not under the 'grader' profile")
-    for name in (LIVE_BROKER, SITE, WORKSTATION):
+    # The console's Grade button needs the grader running: `docker compose up` starts them all.
+    for name in (LIVE_BROKER, SITE, WORKSTATION, CONSOLE, GRADER, GRADER_BROKER):
         if services[name].get("profiles"):
-            problems.append(f"{name}: has a profile, so `make up` would not start it")
+            problems.append(f"{name}: has a profile, so `docker compose up` would not start it")
     if services[GRADER_BROKER].get("ports"):
         problems.append(f"{GRADER_BROKER}: publishes ports; the grader's broker is private")
 
     problems += site_problems(services, images, site_modules)
     problems += workstation_problems(services, images, set(compose.get("volumes") or {}))
     problems += grader_problems(services, images)
+    problems += console_problems(services, images, compose.get("networks") or {})
     problems += farm_problems(services, compose.get("networks") or {})
     return problems
 
@@ -238,8 +239,10 @@ def workstation_problems(services, images, named_volumes):
     folder = workstation.get("working_dir")
     if folder != LEARNER_FOLDER:
         problems.append(f"{WORKSTATION}: working_dir is {folder}, not {LEARNER_FOLDER}")
-    if not (workstation.get("stdin_open") and workstation.get("tty")):
-        problems.append(f"{WORKSTATION}: not an interactive shell (stdin_open and tty)")
+    if service_command(workstation)[:3] != ["python3", "-m", AGENT]:
+        problems.append(f"{WORKSTATION}: does not run the console's terminal agent ({AGENT})")
+    elif WORKSTATION in images and not images[WORKSTATION].importable(AGENT):
+        problems.append(f"{WORKSTATION}: module {AGENT} is not importable in the image (COPY and PYTHONPATH)")
     mount = mount_for(workstation, LEARNER_FOLDER)
     if mount is None or mount[0] not in named_volumes:
         problems.append(f"{WORKSTATION}: the learner's folder is not on a named volume of its own")
@@ -258,7 +261,7 @@ def workstation_problems(services, images, named_volumes):
         if not ours or not theirs or ours[0] != theirs[0] or ours[0] not in named_volumes:
             problems.append(f"{WORKSTATION}: the live database is not on the named volume the site uses")
     uids = {name: image.uids | {image.user.split(":")[0]} for name, image in images.items()
-            if name in (SITE, WORKSTATION, GRADER) and image.user}
+            if name in (SITE, WORKSTATION, CONSOLE, GRADER) and image.user}
     if len({frozenset(value) for value in uids.values()}) > 1:
         problems.append(f"the images' users differ ({uids}): the shared database volume needs one uid")
     return problems
@@ -267,13 +270,14 @@ def workstation_problems(services, images, named_volumes):
 def grader_problems(services, images):
     problems = []
     grader = services[GRADER]
-    command = service_command(grader)
-    if command[:3] != ["python3", "-m", "grader"]:
-        problems.append(f"{GRADER}: command is not `python3 -m grader ...`")
+    command = grader_options(grader)
+    if command is None:
+        problems.append(f"{GRADER}: command is not `python3 -m {GRADING_SERVICE} --listen ... -- OPTIONS`")
+        command = []
     elif not (ROOT / module_folder("grader") / "__main__.py").is_file():
         problems.append(f"{GRADER}: grader/__main__.py does not exist, so `python3 -m grader` fails")
-    elif GRADER in images and not images[GRADER].importable("grader"):
-        problems.append(f"{GRADER}: module grader is not importable in the image (COPY and PYTHONPATH)")
+    elif GRADER in images and not images[GRADER].importable(GRADING_SERVICE):
+        problems.append(f"{GRADER}: module {GRADING_SERVICE} is not importable in the image (COPY and PYTHONPATH)")
     if GRADER in images:
         # The grader runs the learner's handler.py beside its own copies of the
         # Workstation's files, found next to the grader package as in the repository.
@@ -312,4 +316,56 @@ def grader_problems(services, images):
             problems.append(f"{GRADER}: the {owner}'s volume ({mount[0]}) is not mounted read-only")
         elif os.path.relpath(path, mount[1]) != os.path.relpath(owner_path, live_mount[1]):
             problems.append(f"{GRADER}: {flag} {path} is not where the {owner} keeps it")
+    return problems
+
+
+def grader_options(grader):
+    """The grader's options its service grades with (after --), or None if it runs no such service."""
+    command = service_command(grader)
+    if command[:4] != ["python3", "-m", GRADING_SERVICE, "--listen"] or "--" not in command:
+        return None
+    return command[command.index("--") + 1:]
+
+
+def console_problems(services, images, networks):
+    """The lab console: on 127.0.0.1, reaching the Workstation's agent through their shared socket
+    volume and the grader through a network of their own, and no broker at all."""
+    problems = []
+    console, workstation = services[CONSOLE], services[WORKSTATION]
+    command = service_command(console)
+    if command != ["python3", "-m", "nightjar_console"]:
+        problems.append(f"{CONSOLE}: command {command} is not `python3 -m nightjar_console`")
+    elif CONSOLE in images and not images[CONSOLE].importable("nightjar_console"):
+        problems.append(f"{CONSOLE}: module nightjar_console is not importable in the image (COPY and PYTHONPATH)")
+    if not service_ports(console):
+        problems.append(f"{CONSOLE}: publishes no port, so no browser reaches it")
+    brokers = set().union(*(service_networks(services[name]) for name in (LIVE_BROKER, GRADER_BROKER)))
+    if service_networks(console) & brokers:
+        problems.append(f"{CONSOLE}: shares a network with a broker ({', '.join(sorted(service_networks(console) & brokers))})")
+    image = images.get(CONSOLE)
+    environment = {**(image.env if image else {}), **service_environment(console)}
+    socket = environment.get("NIGHTJAR_CONSOLE_SOCKET", "")
+    agent_socket = argument(service_command(workstation), "--socket") or ""
+    ours, theirs = mount_for(console, socket), mount_for(workstation, agent_socket)
+    if socket != agent_socket or not ours or not theirs or ours[0] != theirs[0]:
+        problems.append(f"{CONSOLE}: its NIGHTJAR_CONSOLE_SOCKET ({socket}) is not the Workstation agent's"
+                        f" socket ({agent_socket}) on a volume they share")
+    learner = environment.get("NIGHTJAR_WORKSTATION", "")
+    mount, live_mount = mount_for(console, f"{learner}/handler.py"), mount_for(workstation, f"{LEARNER_FOLDER}/handler.py")
+    if not mount or not live_mount or mount[0] != live_mount[0] or learner != LEARNER_FOLDER:
+        problems.append(f"{CONSOLE}: its editor's folder ({learner}) is not the learner's folder on the Workstation's volume")
+    elif mount[2]:
+        problems.append(f"{CONSOLE}: the learner's folder is read-only, so the editor cannot save")
+    url = environment.get("NIGHTJAR_CONSOLE_GRADER", "")
+    if urlsplit(url).hostname != GRADER:
+        problems.append(f"{CONSOLE}: NIGHTJAR_CONSOLE_GRADER does not point at the {GRADER} service ({url})")
+    else:
+        shared = service_networks(console) & service_networks(services[GRADER])
+        if not shared:
+            problems.append(f"{CONSOLE}: shares no network with {GRADER}, so Grade cannot reach it")
+        elif any(not (networks.get(name) or {}).get("internal") for name in shared):
+            problems.append(f"{CONSOLE}: reaches {GRADER} over a network with a way out")
+    healthchecks = [arguments for keyword, arguments in image.instructions if keyword == "HEALTHCHECK"] if image else []
+    if not any("/healthz" in check for check in healthchecks):
+        problems.append(f"{CONSOLE}: the image has no HEALTHCHECK on /healthz")
     return problems

@@ -14,12 +14,14 @@ unless NIGHTJAR_PYTHON_IMAGE and NIGHTJAR_RABBITMQ_IMAGE name others.
 
 import hashlib
 import os
+import re
 import secrets
 import shlex
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from nightjar import compose as choice
@@ -115,16 +117,22 @@ class Stack:
     project's choice), from `bare` (a folder for a bare checkout) or from this checkout."""
 
     def __init__(self, project, compose=None, bare=None):
+        # One project name per checkout: two checkouts on one machine (and one Docker
+        # engine) test side by side without removing each other's containers.
+        project = f"{project}-{hashlib.sha1(str(ROOT).encode()).hexdigest()[:6]}"
+        self.project = project
         self.compose_command = list(compose or choice.choose())
         problem = choice.unusable(self.compose_command)
         if problem:
             raise Unavailable(f"{shlex.join(self.compose_command)}: {problem}")
         self.site_port, self.amqp_port, self.management_port = free_port(), free_port(), free_port()
+        self.lab_port = free_port()
         self.user, self.password = "lab-" + secrets.token_hex(3), secrets.token_hex(12)
         env = {name: value for name, value in os.environ.items()
                if not name.startswith(("NIGHTJAR_", "COMPOSE", "VIRTUAL_ENV"))}
         env.update(COMPOSE=shlex.join(self.compose_command),
                    COMPOSE_PROJECT_NAME=project, NIGHTJAR_SITE_PORT=str(self.site_port),
+                   NIGHTJAR_LAB_PORT=str(self.lab_port),
                    NIGHTJAR_AMQP_PORT=str(self.amqp_port), NIGHTJAR_MANAGEMENT_PORT=str(self.management_port),
                    NIGHTJAR_RABBITMQ_USER=self.user, NIGHTJAR_RABBITMQ_PASSWORD=self.password,
                    NIGHTJAR_GRADER_RABBITMQ_PASSWORD=secrets.token_hex(12),
@@ -155,18 +163,32 @@ class Stack:
         return self.compose("exec", "-T", "workstation", *command, input=input)
 
     def containers(self):
-        return self.compose("--profile", "grader", "ps", "-q").stdout.split()
+        return self.compose("ps", "-q").stdout.split()
 
     def remove(self, images=False):
         """Containers, volumes and networks (and the images built for it, when asked)."""
-        self.compose("--profile", "grader", "down", "--volumes", "--remove-orphans", "--timeout", "5",
+        self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5",
                      *(["--rmi", "local"] if images else []))
 
-    def up_transcript(self):
+    def console_url(self, timeout=180):
+        """The lab console's URL, as its log shows it on a line of its own (after `compose up`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.compose("logs", "--no-color", "console").stdout
+            lines = [line.split("|", 1)[-1].strip() for line in shown.splitlines()]
+            for before, line in zip(lines, lines[1:]):
+                if before == "The lab console is ready. Open it in your browser:":
+                    assert re.fullmatch(rf"http://127\.0\.0\.1:{self.lab_port}/\?token=[\w-]{{40,}}", line), line
+                    return line
+            assert time.monotonic() < deadline, f"the console's log shows no URL: {shown}"
+            time.sleep(0.5)
+
+    def up_transcript(self, console_url):
         """What `make up` prints when the lab starts."""
         return ("Building the lab's images (the first build takes a few minutes)...\n"
-                "Starting RabbitMQ, the site and the Workstation...\n"
+                "Starting RabbitMQ, the site, the Workstation, the lab console and the grader...\n"
+                f"Lab console:         {console_url}\n"
                 f"Nightjar site:       http://127.0.0.1:{self.site_port}/\n"
                 f"RabbitMQ management: http://127.0.0.1:{self.management_port}/ (user {self.user};"
                 " password: NIGHTJAR_RABBITMQ_PASSWORD in the environment)\n"
-                "Workstation:         make shell\n")
+                "Workstation:         make shell (or the lab console's terminal)\n")

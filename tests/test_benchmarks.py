@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from labkit import ROOT
-from nightjar.harness import sandbox
+from nightjar import sandbox
 
 BENCHMARKS = ROOT / "benchmarks"
 

@@ -20,7 +20,8 @@ import pytest
 from containerfiles import (
     COMPOSE_FILE, ROOT, dockerignore_rules, ignored, load_compose, local_modules, makefile_recipe,
     service_command)
-from containerkit import GRADER, GRADER_BROKER, LEARNER_FOLDER, LIVE_BROKER, SITE, WORKSTATION, container_problems
+from containerkit import (CONSOLE, GRADER, GRADER_BROKER, LEARNER_FOLDER, LIVE_BROKER, SITE, WORKSTATION,
+                          container_problems, grader_options)
 from nightjar.compose import V1, V2, version as compose_version
 
 DOCKERFILES = ["nightjar-site/Dockerfile", "ticket-desk/Dockerfile", "grader/Dockerfile"]
@@ -131,9 +132,9 @@ def test_the_site_runs_what_make_local_runs():
 
 def test_the_grader_runs_what_make_grade_runs():
     recipe = makefile_recipe("grade-local") or makefile_recipe("grade") or ""
-    command = service_command(load_compose()["services"][GRADER])
+    options = grader_options(load_compose()["services"][GRADER])
     assert re.search(r"-m grader\b", recipe), "make grade-local no longer runs python -m grader"
-    assert command[:3] == ["python3", "-m", "grader"]
+    assert options and options[0].startswith("--"), "the grader's service grades with no options"
 
 
 def test_compose_variables_are_documented_in_the_env_example():
@@ -219,8 +220,31 @@ def _top_level_name(compose):
     compose["name"] = "nightjar"
 
 
-def _grader_without_profile(compose):
-    del _services(compose)[GRADER]["profiles"]
+def _grader_under_a_profile(compose):
+    _services(compose)[GRADER]["profiles"] = ["grader"]
+
+
+def _console_on_live_network(compose):
+    _services(compose)[CONSOLE]["networks"] = ["console-edge", "console-grading", "live"]
+
+
+def _console_asks_the_grader_over_an_open_network(compose):
+    _services(compose)[CONSOLE]["networks"] = ["console-edge"]
+    _services(compose)[GRADER]["networks"] = ["grading", "console-edge"]
+
+
+def _console_without_the_agent_socket(compose):
+    _services(compose)[CONSOLE]["volumes"] = [v for v in _services(compose)[CONSOLE]["volumes"]
+                                              if not v.startswith("console-socket")]
+
+
+def _console_editor_read_only(compose):
+    _services(compose)[CONSOLE]["volumes"] = [v + ":ro" if v.startswith("workstation:") else v
+                                              for v in _services(compose)[CONSOLE]["volumes"]]
+
+
+def _workstation_without_agent(compose):
+    _services(compose)[WORKSTATION]["command"] = ["bash"]
 
 
 def _grader_host_on_live_network(compose):
@@ -251,7 +275,12 @@ BROKEN_COMPOSE = [
     (_grader_broker_published, "grader-broker: publishes ports"),
     (_unpinned_broker, "not pinned"),
     (_top_level_name, "top-level 'name:'"),
-    (_grader_without_profile, "grader: not under the 'grader' profile"),
+    (_grader_under_a_profile, "grader: has a profile, so `docker compose up` would not start it"),
+    (_console_on_live_network, "console: shares a network with a broker (live)"),
+    (_console_asks_the_grader_over_an_open_network, "console: reaches grader over a network with a way out"),
+    (_console_without_the_agent_socket, "is not the Workstation agent's socket"),
+    (_console_editor_read_only, "console: the learner's folder is read-only"),
+    (_workstation_without_agent, "workstation: does not run the console's terminal agent"),
     (_learner_folder_in_bind_mount, "not on a named volume of its own"),
     (_grader_host_on_live_network, "grader-host: on a network with a way out (live)"),
     (_grader_host_with_all_capabilities, "grader-host: capabilities"),

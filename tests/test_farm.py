@@ -23,10 +23,10 @@ import pytest
 from grader import batch, farm
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
 from labkit import HANDLERS, ROOT, processes_mentioning
+from nightjar import sandbox
 from nightjar.config import redact_url
-from nightjar.harness import sandbox
-from nightjar.harness.rabbitadmin import Admin
 from nightjar.harness.rabbitnode import PrivateNode, free_port
+from nightjar.sandbox.rabbitadmin import Admin
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"farm hosts grade in the sandbox: {sandbox.unavailable_reason()}")

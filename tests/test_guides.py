@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from test_scenarios import FOLDERS, history_times, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
+from unitkit import FOLDERS, history_times, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
 from nightjar.config import Settings
 from nightjar.harness import processes
 

@@ -10,7 +10,7 @@ import time
 
 from labkit import Lab, ticket_rows
 from nightjar import db as database, history
-from test_scenarios import history_times
+from unitkit import history_times
 
 
 def run(lab, *args):

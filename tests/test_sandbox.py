@@ -27,7 +27,8 @@ import pytest
 
 from graderkit import WRONG, grade
 from labkit import HANDLERS, MACHINE_BROKER, ROOT, processes_mentioning
-from nightjar.harness import sandbox
+from nightjar import sandbox
+from nightjar.sandbox.uids import BLOCK, BLOCKS, UID_BASE_ENV, UID_BASE as FIRST_UID
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"no sandbox here: {sandbox.unavailable_reason()}")
@@ -40,8 +41,8 @@ HONEST = {"solution": HANDLERS["unit3"], "acks early": HANDLERS["starting"],
 TIMEOUT = ["--timeout", "10"]
 MARKER = f"nightjar-hostile-{uuid.uuid4().hex[:8]}"
 # Uids of this module's own (other gradings on the machine use theirs): the leftovers it looks for.
-UID_BASE = sandbox.UID_BASE + 100_000_000 + random.randrange(1000) * sandbox.BLOCK * sandbox.BLOCKS
-UID_ENV = {sandbox.UID_BASE_ENV: str(UID_BASE)}
+UID_BASE = FIRST_UID + 100_000_000 + random.randrange(1000) * BLOCK * BLOCKS
+UID_ENV = {UID_BASE_ENV: str(UID_BASE)}
 SECRET = f"secret-{uuid.uuid4().hex}"
 GRADER_SECRET = f"grader-env-{uuid.uuid4().hex}"
 
@@ -66,7 +67,7 @@ def sandbox_processes():
         except OSError:
             continue
         uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-        if UID_BASE <= uid < UID_BASE + sandbox.BLOCK * sandbox.BLOCKS and "State:\tZ" not in status:
+        if UID_BASE <= uid < UID_BASE + BLOCK * BLOCKS and "State:\tZ" not in status:
             found.append(int(entry.name))
     return found
 

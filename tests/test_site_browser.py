@@ -1,27 +1,15 @@
 """The seed's site walkthrough in a real browser (Chromium), against the real site and worker."""
 
-import os
 import re
 
 import pytest
 from playwright.sync_api import expect
 
-from labkit import ROOT, ticket_rows
+from browserkit import AXE, needs_chromium
+from labkit import ticket_rows
 from sitekit import ARTIFACTS, Site
 
-CHROMIUM = "/usr/bin/chromium"
-# axe-core from the npm registry (scripts/prepare-tests installs tests/axe/package.json).
-AXE = ROOT / "tests" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
-# make test installs Chromium when run as root (scripts/prepare-tests); without it, say so once per test.
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason=f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": [
-        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]}
+pytestmark = needs_chromium
 
 
 @pytest.fixture

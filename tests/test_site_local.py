@@ -6,10 +6,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
 
+from consolekit import TerminalClient
 from labkit import HANDLERS
 from nightjar.harness import processes
 from sitekit import ROOT, answers, free_port, node_port
@@ -20,7 +22,7 @@ SCRIPT = ROOT / "scripts" / "local.py"
 def local(lab, command, **extra):
     env = dict(lab.env, NIGHTJAR_LOCAL_VAR=str(lab.tmp / "var"),
                NIGHTJAR_WORKSTATION=str(lab.tmp / "workstation" / "ticket-desk"),
-               NIGHTJAR_SITE_PORT=str(lab.site_port), **extra)
+               NIGHTJAR_SITE_PORT=str(lab.site_port), NIGHTJAR_LAB_PORT=str(lab.lab_port), **extra)
     return subprocess.run([sys.executable, str(SCRIPT), command], env=env, capture_output=True,
                           text=True, timeout=120)
 
@@ -50,7 +52,7 @@ def status_settles(lab, queue_line, timeout=30):
 
 @pytest.fixture
 def local_lab(lab):
-    lab.site_port = free_port()
+    lab.site_port, lab.lab_port = free_port(), free_port()
     yield lab
     local(lab, "stop")
 
@@ -63,6 +65,9 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
     out = result.stdout
     assert "RabbitMQ: amqp://guest:***@127.0.0.1:5672/%2F (already running)\n" in out
     assert f"The Nightjar site: {url}\n" in out
+    token = (lab.tmp / "var" / "console" / "token").read_text().strip()
+    console = f"http://127.0.0.1:{lab.lab_port}/?token={token}"
+    assert f"\nThe lab console: {console}\nThe Nightjar site: {url}\n" in out
     workstation = lab.tmp / "workstation" / "ticket-desk"
     assert f"  cd {workstation}\n" in out
     assert f"  source {ROOT / '.venv' / 'bin' / 'activate'}\n" in out
@@ -77,6 +82,14 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
     assert f"  NIGHTJAR_QUEUE={lab.queue}\n" in out
     assert f"export NIGHTJAR_QUEUE={lab.queue}\n" in env_file.read_text()
     pid = int((lab.tmp / "var" / "site.pid").read_text())
+    console_pid = int((lab.tmp / "var" / "console.pid").read_text())
+    agent_pid = int((lab.tmp / "var" / "console-agent.pid").read_text())
+    # The console's terminal is a shell in the Workstation folder, with the lab's settings and Python.
+    terminal = TerminalClient(SimpleNamespace(port=lab.lab_port), token=token)
+    assert terminal.receive() == ["attached", "new"]
+    terminal.type("echo $PWD $NIGHTJAR_QUEUE; python3 -c 'import pika, nightjar' && echo imports\n")
+    terminal.read_until(f"{workstation} {lab.queue}\r\nimports\r\n")
+    terminal.close()
 
     # The Workstation's tools work in the printed setup.
     shell = (f"cd {workstation} && . {ROOT / '.venv' / 'bin' / 'activate'} && . {env_file}"
@@ -99,13 +112,17 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
     again = local(lab, "start")
     assert again.returncode == 0
     assert f"The site is already running (pid {pid}).\n" in again.stdout
+    assert f"The lab console is already running (pid {console_pid}).\n" in again.stdout
+    assert f"The lab console's terminal agent is already running (pid {agent_pid}).\n" in again.stdout
     assert "Grading node: already running (make grade grades on it)\n" in again.stdout
     assert "(kept as it is, with your edits)" in again.stdout
 
     stopped = local(lab, "stop")
-    assert stopped.stdout == f"Stopped the site (pid {pid}).\nStopped the grading node.\n"
+    assert stopped.stdout == (f"Stopped the lab console (pid {console_pid}).\n"
+                              f"Stopped the lab console's terminal agent (pid {agent_pid}).\n"
+                              f"Stopped the site (pid {pid}).\nStopped the grading node.\n")
     assert not answers(url)
-    assert not alive(pid)
+    assert not any(alive(p) for p in (pid, console_pid, agent_pid))
     assert not (lab.tmp / "var" / "grading-node.json").exists()
     assert not (lab.tmp / "var" / "grading-node").exists()
     assert (workstation / "handler.py").read_text() == "# my edits\n"

@@ -16,6 +16,7 @@ no Docker engine answers or a Compose is missing, unless
 NIGHTJAR_CONTAINER_TESTS=required (CI), which makes that a failure.
 """
 
+import http.client
 import os
 import selectors
 import subprocess
@@ -26,6 +27,10 @@ import pika
 import pytest
 
 from nightjar import compose as choice
+from playwright.sync_api import expect
+
+from browserkit import needs_chromium
+from consolepage import expected_screen, open_console, verdict_rows, wait_for_screen, walk_unit_2
 from sitekit import FormClient, answers
 from stackkit import CHECKOUT, ROOT, Stack, Unavailable, cannot_run, run
 
@@ -38,7 +43,7 @@ LEARNER_FOLDER = "/home/labex/project/ticket-desk"
 UNIT2_HANDLER = (ROOT / "scenarios/unit2-ack-after-commit/solution/handler.py").read_text()
 UNIT3_HANDLER = (ROOT / "scenarios/unit3-idempotent-results/solution/handler.py").read_text()
 STARTING_HANDLER = (ROOT / "ticket-desk/handler.py").read_text()
-GRADER_BROKER_STARTS = "Starting the grader's own RabbitMQ (it keeps running for the next gradings)...\n"
+GRADER_STARTS = "Starting the grader and its own RabbitMQ (they keep running for the next gradings)...\n"
 
 
 def composes():
@@ -50,13 +55,15 @@ def composes():
 class LabStack(Stack):
     def up(self):
         started = self.make("up")
-        assert (started.returncode, started.stdout, started.stderr) == (0, self.up_transcript(), ""), started
+        self.console = self.console_url()
+        assert (started.returncode, started.stdout, started.stderr) == (0, self.up_transcript(self.console), ""), started
         assert answers(self.url)
 
 
 @pytest.fixture(scope="module", params=["chosen", "other"])
 def stack(request, tmp_path_factory):
-    """The lab in containers under one Compose, run from a bare checkout; `full`: the whole walk."""
+    """The lab in containers under one Compose, run from a bare checkout; `full`: the whole walk.
+    It starts as on a host with only Docker: `compose up` alone, no make and no python3."""
     try:
         lab = LabStack(f"nightjar-stack-test-{request.param}-{CHECKOUT}", compose=composes()[request.param],
                        bare=tmp_path_factory.mktemp(f"bare-{request.param}"))
@@ -65,10 +72,26 @@ def stack(request, tmp_path_factory):
     lab.full = request.param == "chosen"
     lab.remove()  # what an interrupted earlier run may have left
     try:
-        lab.up()
+        started = lab.compose("up", "-d")
+        assert started.returncode == 0, started.stdout + started.stderr
+        lab.console = lab.console_url()
+        deadline = time.monotonic() + 120
+        while not answers(lab.url):  # `up -d` returns once the containers start, not once they serve
+            assert time.monotonic() < deadline, "the site did not answer after compose up"
+            time.sleep(0.5)
         yield lab
     finally:
         lab.remove()
+
+
+def http_status(address, method, path, headers=None):
+    """(status, headers) of one request to host:port."""
+    host, port = address.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request(method, path, headers=headers or {})
+    answer = connection.getresponse()
+    connection.close()
+    return answer.status, dict(answer.getheaders())
 
 
 def read_until(process, text, timeout=60):
@@ -110,7 +133,7 @@ def check_lines(output):
 
 
 def container_of(stack, service):
-    return stack.compose("--profile", "grader", "ps", "-q", service).stdout.strip()
+    return stack.compose("ps", "-q", service).stdout.strip()
 
 
 def state(stack, service, what="{{.State.Status}}"):
@@ -119,12 +142,54 @@ def state(stack, service, what="{{.State.Status}}"):
 
 
 # --------------------------------------------------------------------------
+# The lab console, after `compose up` alone
+
+@needs_chromium
+def test_unit_2_in_the_browser_alone(stack, browser):
+    """The seed's unit 2 in the console's page, with no host command after `compose up`."""
+    context = browser.new_context()
+    page = context.new_page()
+    shown, prompt, registration_id, verdict = walk_unit_2(page, stack.console)
+    assert shown == expected_screen(prompt, registration_id)
+    assert verdict_rows(page) == [(check["name"], "PASS" if check["passed"] else "FAIL")
+                                  for check in verdict["checks"]]
+    assert [check["name"][:2] for check in verdict["checks"]] == ["1.", "2.", "3.", "4.", "5.", "6.", "Li"]
+    assert not verdict["checks"][3]["passed"] and verdict["checks"][6]["passed"], verdict
+    # A second tab is the same shell; the token's cookie goes with the browser.
+    second = context.new_page()
+    open_console(second, stack.console.split("?")[0])
+    expect(second.locator("#terminal-status")).to_have_text("Connected to the Workstation: the same shell as before.")
+    wait_for_screen(second, lambda lines: lines[-2:] == ["Handler returned.", prompt])
+    context.close()
+
+
+def test_the_console_refuses_a_missing_or_wrong_token_and_a_foreign_origin(stack):
+    base = f"127.0.0.1:{stack.lab_port}"
+    for path in ("/", "/?token=wrong", "/api/units"):
+        status, _ = http_status(base, "GET", path)
+        assert status == 403, path
+    token = stack.console.split("token=")[1]
+    status, headers = http_status(base, "GET", "/terminal", {
+        "Authorization": f"token {token}", "Origin": "http://evil.example", "Connection": "Upgrade",
+        "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    assert status == 403
+    status, headers = http_status(base, "GET", "/terminal", {
+        "Authorization": f"token {token}", "Origin": f"http://{base}", "Connection": "Upgrade",
+        "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    assert status == 101  # the same request from the console's own page
+
+
+def test_make_up_prints_the_console_url_of_the_running_lab(stack):
+    stack.up()  # the lab `compose up` started: the same URL, first
+
+
+# --------------------------------------------------------------------------
 # What holds for the running stack
 
 def test_every_published_port_binds_loopback_only(stack):
     published = run(["docker", "inspect", "-f", "{{json .NetworkSettings.Ports}}", *stack.containers()], stack.env)
     bindings = [line for line in published.stdout.split('"HostIp":')[1:]]
-    assert len(bindings) == 3, published.stdout  # AMQP, management UI, site
+    assert len(bindings) == 4, published.stdout  # AMQP, management UI, site, console
     assert all(binding.startswith('"127.0.0.1"') for binding in bindings), published.stdout
 
 
@@ -153,15 +218,15 @@ def test_the_grader_reaches_its_own_broker_but_not_the_live_one(stack):
              "        socket.create_connection((host, 5672), timeout=3).close(); print(host, 'reachable')\n"
              "    except OSError:\n"
              "        print(host, 'unreachable')\n")
-    # As `make grade` leaves it: the grader's broker running, healthy, on the grading network.
-    started = stack.compose("--profile", "grader", "up", "-d", "grader-broker")
-    assert started.returncode == 0, started.stdout + started.stderr
+    # The grader and its broker run with the lab (the console's Grade button asks the grader).
     deadline = time.monotonic() + 120
     while state(stack, "grader-broker", "{{.State.Health.Status}}") != "healthy":
         assert time.monotonic() < deadline, "grader-broker never became healthy"
         time.sleep(1)
-    result = stack.compose("--profile", "grader", "run", "--rm", "--no-deps", "-T", "grader", "python3", "-c", probe)
+    result = stack.compose("exec", "-T", "grader", "python3", "-c", probe)
     assert result.stdout == "grader-broker reachable\nrabbitmq unreachable\n", result
+    result = stack.compose("exec", "-T", "console", "python3", "-c", probe)
+    assert result.stdout == "grader-broker unreachable\nrabbitmq unreachable\n", result
 
 
 # --------------------------------------------------------------------------
@@ -211,15 +276,15 @@ def walk_unit(stack, n):
 
 
 def grade(stack):
-    """make grade: every check passed; one line first when it starts the grader's broker
-    (cold), none when that runs already (warm). (The verdict, whether it was cold.)"""
-    cold = state(stack, "grader-broker") != "running"
+    """make grade: every check passed; one line first when it starts the grader and its broker
+    (when they were stopped), none when they run with the lab. (The verdict, whether it was cold.)"""
+    cold = state(stack, "grader") != "running"
     graded = stack.make("grade")
     assert (graded.returncode, graded.stderr) == (0, ""), graded
     lines = check_lines(graded.stdout)
     assert lines and all(line.startswith("PASS ") for line in lines), graded.stdout
     # The verdict, not the image's build nor Compose's own lines.
-    first = (GRADER_BROKER_STARTS if cold else "") + f"Grading {LEARNER_FOLDER}/handler.py\n"
+    first = (GRADER_STARTS if cold else "") + f"Grading {LEARNER_FOLDER}/handler.py\n"
     assert graded.stdout.startswith(first), graded.stdout
     assert state(stack, "grader-broker") == "running"  # kept for the next grading
     return graded.stdout, cold
@@ -281,8 +346,9 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     taken = stack.workstation("python3", "worker.py")
     assert (taken.returncode, taken.stdout) == (0, f"Received {waiting_id} redelivered=False\nHandler returned.\n"), taken
 
-    # make down stopped the grader's broker too: the first grading after it starts it again.
-    assert grade(stack)[1], "make grade found the grader's broker running after make down"
+    # With the grader and its broker stopped, make grade starts them again.
+    assert stack.compose("stop", "grader", "grader-broker").returncode == 0
+    assert grade(stack)[1], "make grade found the grader running after it was stopped"
 
     # make reset, answered y: the starting handler.py and an empty lab.
     reset = stack.make("reset", input="y\n")

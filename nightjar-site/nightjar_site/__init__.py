@@ -12,6 +12,7 @@ from flask import Flask, render_template
 from flask_wtf.csrf import CSRFProtect
 
 from nightjar.config import Settings
+from nightjar.keyfile import read_or_create
 from nightjar.registrations import MAX_NAME_LENGTH
 
 from . import database, views
@@ -80,21 +81,6 @@ def _stored_secret_key(db_path):
     """A random key kept (mode 0600) beside the live database, created on first use.
 
     Sessions (and so CSRF tokens) survive a restart of the site; the key
-    never lives in the repository. The key is written to a private temporary
-    file and linked into place, so two processes starting at once agree on it.
+    never lives in the repository.
     """
-    path = Path(db_path).resolve().parent / SECRET_KEY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        return path.read_text().strip()
-    temporary = path.with_name(f".{SECRET_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(32) + "\n")
-    try:
-        os.link(temporary, path)
-    except FileExistsError:
-        pass  # another process was first; use its key
-    finally:
-        temporary.unlink()
-    return path.read_text().strip()
+    return read_or_create(Path(db_path).resolve().parent / SECRET_KEY_FILE, lambda: secrets.token_hex(32))

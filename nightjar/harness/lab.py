@@ -65,10 +65,11 @@ class Lab:
     delete_queues: False on a private node that is thrown away whole
     worker_timeout: how long one interrupted or watched worker run may take
                   before it is killed
-    trial:        a sandbox.Trial: the lab's programs run in the sandbox (as
-                  its user, in its root, on its network; `workstation` is
-                  the sandbox's copy), and the lab lives in the trial's
-                  folder; its queue name tells nothing of the check (no label)
+    trial:        a Trial (nightjar/sandbox/trial.py): the lab's programs run
+                  in the sandbox (as its user, in its root, on its network;
+                  `workstation` is the sandbox's copy), and the lab lives in
+                  the trial's folder; its queue name tells nothing of the
+                  check (no label)
     """
 
     def __init__(self, amqp_url, *, folder=None, handler=None, workstation=None,

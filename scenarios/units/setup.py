@@ -82,17 +82,20 @@ def guide(unit_path, lang="en"):
 
 
 def ready(folder, lang, workstation_folder=None):
-    """The last lines of a setup: the guide itself, then where to go next."""
+    """The last lines of a setup: the guide itself (unless NIGHTJAR_GUIDE=off), then where to go next."""
     words.use(lang)
+    where = ""
+    if workstation_folder:  # in containers, compose.yaml tells how the learner opens it: make shell
+        opened = os.environ.get("NIGHTJAR_OPEN_WORKSTATION") or f"cd {shlex.quote(str(workstation_folder))}"
+        where = words.line("where", opened=opened)
+    if os.environ.get("NIGHTJAR_GUIDE") == "off":  # the lab console shows the guide beside these lines
+        say(words.line("ready_beside", guide=guide(folder, lang), where=where))
+        return
     other = "ja" if lang == "en" else "en"
     say(words.line("ready", guide=guide(folder, lang), other=guide(folder, other)))
     say()
     guidetext.show(folder, lang)
     say()
-    where = ""
-    if workstation_folder:  # in containers, compose.yaml tells how the learner opens it: make shell
-        opened = os.environ.get("NIGHTJAR_OPEN_WORKSTATION") or f"cd {shlex.quote(str(workstation_folder))}"
-        where = words.line("where", opened=opened)
     say(words.line("ready_again", guide=guide(folder, lang), where=where))
 
 

@@ -32,6 +32,7 @@ LINES = {
         "dead_emptied": "Dead-letter queue {queue}: removed {dead}",
         "ready": "Ready. The guide follows: {guide} (日本語: {other}; NIGHTJAR_LANG=ja or en chooses)",
         "ready_again": "Ready: the guide above is {guide}.{where}",
+        "ready_beside": "Ready: the guide is {guide}.{where}",
         "where": " Workstation: {opened}",
     },
     "ja": {
@@ -58,6 +59,7 @@ LINES = {
         "ready": "準備ができました。ガイドは次のとおりです: {guide} (English: {other}。NIGHTJAR_LANG=ja"
                  " または en で選べます)",
         "ready_again": "準備完了: 上のガイドは {guide} です。{where}",
+        "ready_beside": "準備完了: ガイドは {guide} です。{where}",
         "where": "Workstation: {opened}",
     },
 }

@@ -1,8 +1,8 @@
 """The root a sandbox's programs see: built in a mount namespace of its own, held open by this process.
 
-    python3 sandbox_root.py SPEC_JSON
+    python3 root.py SPEC_JSON
 
-Run as root by nightjar/harness/sandbox.py (one per graded submission), on
+Run as root by nightjar/sandbox/submission.py (one per graded submission), on
 its own: it imports nothing from the project, so nothing in the checkout is
 needed once it runs. It leaves the machine's mounts alone: it enters new
 mount, UTS and IPC namespaces, mounts an empty tmpfs as the new root and
