@@ -1,22 +1,21 @@
 #!/usr/bin/env python3
-"""Measure the container lab: `make up` cold and warm, `make grade` cold and warm, `make down`.
+"""Measure the container lab: `make up` cold and warm, `make grade` and `make down`.
 
     .venv/bin/python benchmarks/stack_bench.py [--compose v2|v1|both] [--grades N] [--rounds N] [--warm-only]
     (make bench-stack: the project's choice of Compose)
 
-Runs a stack of its own (compose project nightjar-stack-bench-COMPOSE-CHECKOUT,
-free ports) under each Compose asked for, and removes it afterwards. Cold `make
-up`: the lab's images built with --no-cache (the base images stay: `make
-base-images` builds those), then `make up` until the site answers. Warm:
-`make down`, then `make up` again, --rounds times (the median is the
-figure). `make grade` grades the unit 3 solution: cold when the grader's
-broker is not running yet (the first grading after `make up`), warm when an
-earlier grading left it running; the last `make down` stops the grader's
-broker too. --warm-only skips the cold build and keeps the lab's images
-(the first `make up` then builds from the cache). The base images are the
-Debian ones (tests/stackkit.py) unless NIGHTJAR_PYTHON_IMAGE and
-NIGHTJAR_RABBITMQ_IMAGE name others, e.g. nightjar-base/rabbitmq:3.10-bookworm
-for RabbitMQ 3.x. Needs a Docker engine.
+Runs a stack of its own (compose project nightjar-stack-bench-COMPOSE and its
+checkout's, free ports) under each Compose asked for, and removes it
+afterwards. Cold `make up`: the lab's images built with --no-cache (the base
+images stay: `make base-images` builds those), then `make up` until the site
+answers. Warm: `make down`, then `make up` again, --rounds times (the median
+is the figure). `make grade` grades the unit 3 solution: first right after
+`make up` (the grader's broker may still be starting), then --grades times
+warm. --warm-only skips the cold build and keeps the lab's images (the first
+`make up` then builds from the cache). The base images are the Debian ones
+(tests/stackkit.py) unless NIGHTJAR_PYTHON_IMAGE and NIGHTJAR_RABBITMQ_IMAGE
+name others, e.g. nightjar-base/rabbitmq:3.10-bookworm for RabbitMQ 3.x.
+Needs a Docker engine.
 """
 
 import argparse
@@ -28,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from nightjar import compose as choice  # noqa: E402
-from stackkit import CHECKOUT, ROOT, Stack, Unavailable  # noqa: E402
+from stackkit import ROOT, Stack, Unavailable  # noqa: E402
 
 SOLUTION = ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"
 COMPOSES = {"v2": list(choice.V2), "v1": list(choice.V1)}
@@ -52,7 +51,7 @@ def median_line(what, figures):
 
 def bench(name, compose, options):
     try:
-        stack = Stack(f"nightjar-stack-bench-{name}-{CHECKOUT}", compose=compose)
+        stack = Stack(f"nightjar-stack-bench-{name}", compose=compose)
     except Unavailable as reason:
         sys.exit(f"stack_bench: {reason}")
     print(f"{' '.join(compose)} (Compose {'.'.join(map(str, choice.version(compose)))}),"
@@ -72,10 +71,10 @@ def bench(name, compose, options):
             ups.append(timed(f"make up warm ({n + 1} of {options.rounds})", lambda: stack.make("up")))
         timed("write the unit 3 handler", lambda: stack.workstation(
             "sh", "-c", "cat > handler.py", input=SOLUTION.read_text()))
-        timed("make grade cold (starts the grader's broker)", lambda: stack.make("grade"))
+        timed("make grade, the first after make up", lambda: stack.make("grade"))
         warm = [timed(f"make grade warm ({n + 1} of {options.grades})", lambda: stack.make("grade"))
                 for n in range(options.grades)]
-        downs.append(timed("make down (the grader's broker too)", lambda: stack.make("down")))
+        downs.append(timed("make down (after the gradings)", lambda: stack.make("down")))
         median_line("make up warm", ups)
         median_line("make down", downs)
         median_line("make grade warm", warm)

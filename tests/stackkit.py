@@ -28,9 +28,6 @@ from nightjar import compose as choice
 from nightjar.harness.rabbitnode import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-# In every compose project name: checkouts sharing one Docker engine never stop each other's
-# stacks, while a run still removes what an interrupted run of its own checkout left.
-CHECKOUT = hashlib.sha1(str(ROOT).encode()).hexdigest()[:6]
 # What scripts/build-base-images tags: the stacks run on RabbitMQ 4.x, as compose.yaml's
 # default does (the tests outside containers use the machine's RabbitMQ, 3.x here).
 BASE_IMAGES = {"NIGHTJAR_PYTHON_IMAGE": "nightjar-base/python:3.11-bookworm",

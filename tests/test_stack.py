@@ -32,7 +32,7 @@ from playwright.sync_api import expect
 from browserkit import needs_chromium
 from consolepage import expected_screen, open_console, verdict_rows, wait_for_screen, walk_unit_2
 from sitekit import FormClient, answers
-from stackkit import CHECKOUT, ROOT, Stack, Unavailable, cannot_run, run
+from stackkit import ROOT, Stack, Unavailable, cannot_run, run
 
 sys.path.insert(0, str(ROOT / "scenarios"))
 from units.table import UNITS  # noqa: E402  (the units' success lines)
@@ -65,7 +65,7 @@ def stack(request, tmp_path_factory):
     """The lab in containers under one Compose, run from a bare checkout; `full`: the whole walk.
     It starts as on a host with only Docker: `compose up` alone, no make and no python3."""
     try:
-        lab = LabStack(f"nightjar-stack-test-{request.param}-{CHECKOUT}", compose=composes()[request.param],
+        lab = LabStack(f"nightjar-stack-test-{request.param}", compose=composes()[request.param],
                        bare=tmp_path_factory.mktemp(f"bare-{request.param}"))
     except Unavailable as reason:
         cannot_run(reason)
