@@ -72,7 +72,9 @@ def stack(request, tmp_path_factory):
     lab.full = request.param == "chosen"
     lab.remove()  # what an interrupted earlier run may have left
     try:
-        started = lab.compose("up", "-d")
+        # --build: the images of this code, not those an earlier run of this checkout left
+        # (compose up alone builds only images it does not have yet).
+        started = lab.compose("up", "-d", "--build")
         assert started.returncode == 0, started.stdout + started.stderr
         lab.console = lab.console_url()
         deadline = time.monotonic() + 120
