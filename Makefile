@@ -101,9 +101,11 @@ NEED_DOCKER = $(CONTAINERS) check
 up: ## start the lab in containers (RabbitMQ, the site, the Workstation); returns when the site answers
 	@$(CONTAINERS) up
 
+# No check first (it costs a second of the few `make down` takes): a failure is explained after,
+# in NEED_DOCKER's one line when that is the reason, else with Compose's own output.
 down: ## stop the lab's containers (the learner's files and the database stay)
-	@$(NEED_DOCKER)
-	$(COMPOSE) down
+	@out=$$($(COMPOSE) down 2>&1) && printf '%s\n' "$$out" \
+	|| { $(NEED_DOCKER) && printf '%s\n' "$$out" >&2; exit 1; }
 
 shell: ## a shell in the Workstation's ticket-desk folder (containers)
 	@$(CONTAINERS) shell
@@ -122,6 +124,6 @@ reset: ## back to the lab's start: removes the containers' volumes (asks first)
 grade-docker: ## grade the Workstation's handler.py with the grader's own broker (containers)
 	@$(CONTAINERS) grade || { status=$$?; $(NAME_GRADER_STATUS); exit $$status; }
 
-base-images: ## build both base images from Debian packages (no image registry needed; root)
+base-images: ## build the base images from Debian packages: Python, RabbitMQ 4.0 and 3.10 (no registry needed; root)
 	@$(NEED_DOCKER)
 	@scripts/build-base-images

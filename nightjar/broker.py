@@ -6,9 +6,12 @@ import pika.exceptions
 from .config import redact_url
 from .messages import encode_job
 
-# A message that fails this many more times goes to the dead-letter queue.
-# High enough that the lab's own interruptions (two or three per message)
-# never reach it; set explicitly so RabbitMQ 3.x and 4.x behave the same.
+# A message delivered this many times more than once goes to the dead-letter
+# queue. High enough that the lab's own interruptions (two or three per
+# message) never reach it; set explicitly, as RabbitMQ 3.x has no default (4.x
+# one of 20). What counts differs (README, "RabbitMQ 3.x and 4.x"): a worker
+# that stops without acknowledging and a reject with requeue count on every
+# version, a nack with requeue only before RabbitMQ 4.3.
 DELIVERY_LIMIT = 20
 
 
@@ -63,7 +66,9 @@ def open_channel(connection, settings):
 
 def declare_queues(channel, settings):
     # Quorum queues count deliveries, so a message that keeps failing ends in
-    # the dead-letter queue instead of looping forever.
+    # the dead-letter queue instead of looping forever. The dead-letter queue
+    # sets no limit (on 4.x RabbitMQ's default of 20 applies to it). Changing
+    # these arguments would make RabbitMQ refuse the lab's existing queues.
     channel.queue_declare(
         settings.dead_letter_queue, durable=True, arguments={"x-queue-type": "quorum"}
     )

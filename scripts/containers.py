@@ -235,10 +235,16 @@ def up(compose, environ):
     refuse_unusable(compose)
     found, ports = refuse_bad_settings(compose, environ)
     print("Building the lab's images (the first build takes a few minutes)...", flush=True)
+    # The brokers' image is not built: they boot (seconds) while the build runs (a second, from the cache).
+    brokers = subprocess.Popen([*compose, "up", "-d", "rabbitmq", "grader-broker"], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     built = compose_run(compose, "build")
+    brokers_output = brokers.communicate()[0]
     if built.returncode != 0:
         print("\n".join(built.stdout.splitlines()[-20:]), file=sys.stderr)  # the failing step
         raise Refused(why_up_failed(built.stdout, compose, ports))
+    if brokers.returncode != 0:
+        raise Refused(why_up_failed(brokers_output, compose, ports))
     print("Starting RabbitMQ, the site, the Workstation, the lab console and the grader...", flush=True)
     started = compose_run(compose, "up", "-d")
     if started.returncode != 0:

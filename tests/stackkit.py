@@ -8,8 +8,8 @@ python3 that has only its standard library and cannot make a virtual
 environment, as on a host that has only Docker, make and python3.
 
 The base images are the ones `make base-images` builds from Debian packages
-(built here when missing), unless NIGHTJAR_PYTHON_IMAGE and
-NIGHTJAR_RABBITMQ_IMAGE name others.
+(built here when missing), RabbitMQ 4.0 from Debian 13 for the brokers,
+unless NIGHTJAR_PYTHON_IMAGE and NIGHTJAR_RABBITMQ_IMAGE name others.
 """
 
 import hashlib
@@ -28,9 +28,12 @@ from nightjar import compose as choice
 from nightjar.harness.rabbitnode import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-# What scripts/build-base-images tags.
+# What scripts/build-base-images tags: the stacks run on RabbitMQ 4.x, as compose.yaml's
+# default does (the tests outside containers use the machine's RabbitMQ, 3.x here).
 BASE_IMAGES = {"NIGHTJAR_PYTHON_IMAGE": "nightjar-base/python:3.11-bookworm",
-               "NIGHTJAR_RABBITMQ_IMAGE": "nightjar-base/rabbitmq:3.10-bookworm"}
+               "NIGHTJAR_RABBITMQ_IMAGE": "nightjar-base/rabbitmq:4.0-trixie"}
+# Its RabbitMQ 3.x stand-in, for the tests that compare the two versions.
+RABBITMQ_3_IMAGE = "nightjar-base/rabbitmq:3.10-bookworm"
 # The host's python3 in a bare checkout: the standard library only (-S: no
 # site-packages), and no venv or ensurepip.
 BARE_PYTHON = """#!/bin/sh
@@ -70,7 +73,7 @@ def base_images(env):
     chosen = {name: os.environ[name] for name in BASE_IMAGES if os.environ.get(name)}
     if len(chosen) == len(BASE_IMAGES):
         return chosen
-    missing = [image for image in BASE_IMAGES.values()
+    missing = [image for image in [*BASE_IMAGES.values(), RABBITMQ_3_IMAGE]
                if run(["docker", "image", "inspect", image], env).returncode != 0]
     if missing:
         if os.geteuid() != 0 or not shutil.which("debootstrap"):

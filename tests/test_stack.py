@@ -1,5 +1,6 @@
 """The lab in real containers: `make up` under a real Docker engine, walked as a learner would,
-under both Composes (v2 `docker compose` and v1 `docker-compose`).
+under both Composes (v2 `docker compose` and v1 `docker-compose`), on RabbitMQ 4.x (the
+base images' 4.0 stand-in, tests/stackkit.py).
 
 Under the project's own choice of Compose (nightjar/compose.py) the whole
 walk runs; under the other one a shorter walk covers `make up`, a unit, the
@@ -71,7 +72,9 @@ def stack(request, tmp_path_factory):
     lab.full = request.param == "chosen"
     lab.remove()  # what an interrupted earlier run may have left
     try:
-        started = lab.compose("up", "-d")
+        # --build: the images of this code, not those an earlier run of this checkout left
+        # (compose up alone builds only images it does not have yet).
+        started = lab.compose("up", "-d", "--build")
         assert started.returncode == 0, started.stdout + started.stderr
         lab.console = lab.console_url()
         deadline = time.monotonic() + 120
@@ -327,7 +330,9 @@ def test_a_learner_walks_the_lab_in_containers(stack):
         assert local.returncode == 0, local.stdout + local.stderr
         assert [line for line in check_lines(graded) if "Live results" not in line] == check_lines(local.stdout)
 
-    # make down and make up keep the learner's handler.py and the registrations.
+    # make down and make up keep the learner's handler.py, the registrations and a registration
+    # still queued (RabbitMQ confirmed it, so it is on disk, however quickly the broker stops).
+    waiting_id = FormClient(stack.url).register("Waiting guest")
     before = rows(stack)
     down = stack.make("down")
     assert down.returncode == 0, down.stderr
@@ -340,6 +345,8 @@ def test_a_learner_walks_the_lab_in_containers(stack):
     stack.up()
     assert rows(stack) == before
     assert stack.workstation("cat", "handler.py").stdout == UNIT3_HANDLER
+    taken = stack.workstation("python3", "worker.py")
+    assert (taken.returncode, taken.stdout) == (0, f"Received {waiting_id} redelivered=False\nHandler returned.\n"), taken
 
     # With the grader and its broker stopped, make grade starts them again.
     assert stack.compose("stop", "grader", "grader-broker").returncode == 0

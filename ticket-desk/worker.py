@@ -52,7 +52,7 @@ def main():
 
             # Your handle() decides when to ack (see handler.py).
             ch = worker_runtime.TrackedChannel(channel)  # the channel; notes whether handle() acked
-            pause = worker_runtime.Pause(options.pause, session.connection)  # for checkpoint()
+            pause = worker_runtime.Pause(options.pause, session, job["id"])  # for checkpoint()
             try:
                 handler.handle(ch, delivery, job, session.db, pause)
             except worker_runtime.ConnectionLost:

@@ -57,6 +57,9 @@ def run(main):
     except broker.BrokerUnavailable as error:
         print(error, file=sys.stderr)
         status = 1
+    except DeliveryTakenBack as taken:
+        print(taken.line(), file=sys.stderr)
+        status = 1
     except ConnectionLost as error:
         print(connection_lost_line(error), file=sys.stderr)
         status = 1
@@ -72,6 +75,26 @@ def connection_lost_line(error):
     return (f"The connection to RabbitMQ was lost ({why}). Nothing is lost: RabbitMQ keeps any"
             " delivery this worker had not acknowledged and will deliver it again; run the worker"
             " again once RabbitMQ is back.")
+
+
+class DeliveryTakenBack(BaseException):
+    """RabbitMQ closed the worker's channel during a pause, taking the delivery back.
+
+    A BaseException, as Ctrl+C's KeyboardInterrupt is: it ends the worker
+    whatever handle() catches, so handle() writes nothing more for a delivery
+    RabbitMQ will deliver again.
+    """
+
+    def __init__(self, registration_id):
+        super().__init__(registration_id)
+        self.registration_id = registration_id
+
+    def line(self):
+        rid = self.registration_id
+        return (f"RabbitMQ took {rid} back during the pause: a delivery left unacknowledged longer"
+                " than RabbitMQ's consumer timeout (30 minutes unless the broker sets another) goes"
+                " back to the queue, and RabbitMQ closes the channel it was delivered on. The worker"
+                f" stopped before handle() went on; run it again to take {rid} (redelivered=True).")
 
 
 def import_handler():
@@ -168,12 +191,13 @@ class ReceivingChannel:
 
 
 class Pause:
-    """The `pause` argument of handle(): which checkpoint to stop at, if any."""
+    """The `pause` argument of handle(): which checkpoint to stop at, if any, for one delivery."""
 
-    def __init__(self, point, connection):
+    def __init__(self, point, session, registration_id):
         self.point = point
         self.reached = False
-        self._connection = connection
+        self._session = session
+        self._registration_id = registration_id
 
     def hold(self, name):
         """Print `Paused NAME.` and wait for Enter, keeping RabbitMQ's connection alive.
@@ -182,19 +206,26 @@ class Pause:
         connection during a long pause; here we poll stdin and let pika
         answer heartbeats in between. A pause waits for a person: the end of
         input (a script's, or `docker compose exec -T`'s) is not Enter, so
-        only Ctrl+C ends the pause then.
+        only Ctrl+C ends the pause then. A pause longer than RabbitMQ's
+        consumer timeout ends in DeliveryTakenBack, Enter or not.
         """
         self.reached = True
         events.record("paused", point=name)  # before the line the grader acts on
         print(f"Paused {name}.", flush=True)
         watched = [sys.stdin] if sys.stdin else []
+        entered = False
         while True:
-            self._connection.process_data_events(time_limit=0)
+            self._session.connection.process_data_events(time_limit=0)
+            if self._session.channel.is_closed:
+                events.record("connection-lost", during="pause", type="ChannelClosedByBroker")
+                raise DeliveryTakenBack(self._registration_id)
+            if entered:
+                return  # Enter, and RabbitMQ still holds the delivery for this worker: carry on
             ready, _, _ = select.select(watched, [], [], 0.2)
             if ready:
                 if sys.stdin.readline():
-                    return  # Enter: carry on
-                if not sys.stdin.isatty():
+                    entered = True  # one more look at the channel first
+                elif not sys.stdin.isatty():
                     watched = []  # the end of input; a terminal's Ctrl+D is not Enter either
 
 
