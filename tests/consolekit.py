@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -141,15 +142,19 @@ class TerminalClient:
             origin = f"http://127.0.0.1:{console.port}"
         if origin is not None:
             sent["Origin"] = origin
+        # The loop runs in a thread of its own: a test's thread may already run
+        # one (Playwright's sync API keeps its loop running between tests).
         self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
         request = HTTPRequest(f"ws://127.0.0.1:{console.port}/terminal?{query}", headers=sent)
         async def connect():  # tornado makes its future on the running loop
             return await websocket_connect(request)
 
         try:
-            self.ws = self.loop.run_until_complete(connect())
+            self.ws = self._run(connect())
         except BaseException:
-            self.loop.close()
+            self._stop_loop()
             raise
         self.shown = ""
 
@@ -158,14 +163,14 @@ class TerminalClient:
         async def read():
             return await asyncio.wait_for(self.ws.read_message(), timeout)
 
-        message = self.loop.run_until_complete(read())
+        message = self._run(read())
         return None if message is None else json.loads(message)
 
     def send(self, *message):
         async def write():
             await self.ws.write_message(json.dumps(list(message)))
 
-        self.loop.run_until_complete(write())
+        self._run(write())
 
     def type(self, text):
         self.send("stdin", text)
@@ -191,6 +196,14 @@ class TerminalClient:
         return shown + text
 
     def close(self):
-        self.ws.close()
-        self.loop.run_until_complete(asyncio.sleep(0.05))
+        self.loop.call_soon_threadsafe(self.ws.close)
+        self._run(asyncio.sleep(0.05))
+        self._stop_loop()
+
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def _stop_loop(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
         self.loop.close()
