@@ -1,8 +1,11 @@
 """The benchmark scripts (make bench) still run against the code they measure, in a short form."""
 
 import re
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from labkit import ROOT
 from nightjar import sandbox
@@ -39,3 +42,17 @@ def test_grader_bench_grades_the_unit3_solution_on_a_private_node():
         assert re.fullmatch(rf"run 1 {route}: +total +\d+\.\d\d s  broker_start +\d+\.\d\d s"
                             r"  sandbox +\d+\.\d\d s  checks +\d+\.\d\d s  broker_stop +\d+\.\d\d s"
                             r"  \(6/6 checks passed\)", line), line
+
+
+def test_sandbox_bench_times_each_set_up_step():
+    if sandbox.unavailable_reason() is not None:
+        pytest.skip(f"the sandbox cannot run here: {sandbox.unavailable_reason()}")
+    lines = bench("sandbox_bench.py", "--rounds", "1", "--trials", "2")
+    steps = ["sandbox start", "trial set-up", "worker start in a trial", "trial take-down",
+             "sandbox close", "root built by root.py"]
+    if shutil.which("bwrap"):
+        steps.append("root built by bubblewrap")
+    assert re.fullmatch(r"median of 1 round, 2 trials each \(load \d+\.\d\):", lines[0]), lines
+    assert [line.split(":")[0].strip() for line in lines[1:]] == steps, lines
+    for line in lines[1:]:
+        assert re.fullmatch(r"  [a-z. -]+: +\d+\.\d ms", line), line
