@@ -11,9 +11,8 @@ Both return the finished processes.Running: returncode, lines, stderr,
 timed_out, and events when the lab watched the run.
 """
 
-import time
 
-from .processes import NeverPrinted
+from .processes import NeverPrinted, OwnClock
 
 
 def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stderr_limit=None):
@@ -28,14 +27,14 @@ def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stder
     says whether it ever printed the pause line.
     """
     timeout = timeout or lab.worker_timeout
-    deadline = time.monotonic() + timeout
     worker = lab.start("worker.py", *args, "--pause", point, watch=watch, stderr_limit=stderr_limit)
     worker.time_limit = timeout
+    clock = OwnClock(worker.process.pid, timeout)
     try:
-        worker.wait_for(f"Paused {point}.", timeout=timeout)
+        worker.wait_for(f"Paused {point}.", clock=clock)
     except NeverPrinted:
         worker.paused = False
-        worker.finish(timeout=deadline - time.monotonic())
+        worker.finish(clock=clock)
         return worker
     worker.paused = True
     if on_pause:
@@ -44,7 +43,7 @@ def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stder
         except BaseException:
             worker.stop()
             raise
-    worker.interrupt(timeout=deadline - time.monotonic())
+    worker.interrupt(clock=clock)
     return worker
 
 
