@@ -54,8 +54,9 @@ HINTS = {
     "limits": "handler.py runs in a sandbox with limits on memory, processes, CPU time, file size"
               " and disk; writing one ticket and acknowledging stays far below them, so look for"
               " what handle() does besides.",
-    "sandbox": "handler.py runs in a sandbox and may only write the ticket and the completion key"
-               " through `db`; leave the lab's files and tables as they are.",
+    "sandbox": "handler.py runs in a sandbox: through `db` it may write the lab's tables and"
+               " tables of its own; leave the lab's files, tables and indexes as they are, and"
+               " create no view or trigger.",
 }
 
 EFFECT_WHERE = {

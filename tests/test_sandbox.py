@@ -149,6 +149,14 @@ def test_forged_events_do_not_pass_a_handler_that_never_acks(graded):
                 " ch.basic_ack(delivery.delivery_tag), after the `with db:` block."}
 
 
+def test_a_trigger_that_hides_duplicates_fails_every_check(graded):
+    checks = graded["by_name"]["hides_duplicates_with_a_trigger"]["checks"]
+    assert [check["passed"] for check in checks] == [False] * 6
+    assert checks[0]["reason"] == (
+        "handler.py created the trigger 'one_ticket' in the database; a trigger could change what"
+        " the lab's tables seem to hold, so none is allowed")
+
+
 def test_no_file_outside_the_sandbox_changed(graded):
     changed = {path for path in graded["before"].keys() | graded["after"].keys()
                if graded["before"].get(path) != graded["after"].get(path)}

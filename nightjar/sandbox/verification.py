@@ -1,4 +1,10 @@
-"""What the grader reads from a trial is what it left there: plain database files with the lab's own tables."""
+"""What the grader reads from a trial is what it left there: plain database files with the lab's own tables.
+
+A handler may add tables of its own (say, its completion keys): the grader
+reads only the lab's tables, so those decide nothing. What could make the
+lab's tables read other than they are is refused: a changed lab table or
+index, an index of the handler's on a lab table, a view or a trigger.
+"""
 
 import os
 import sqlite3
@@ -31,6 +37,7 @@ def _schema(db):
 
 
 EXPECTED_SCHEMA = expected_schema()
+LAB_TABLES = {tbl_name for _, _, tbl_name, _ in EXPECTED_SCHEMA}
 
 
 def check_files(folder):
@@ -46,6 +53,17 @@ def check_files(folder):
 
 
 def check_schema(db):
-    """Raise Tampered unless the open database `db` has the lab's schema."""
-    if _schema(db) != EXPECTED_SCHEMA:
-        raise Tampered("handler.py changed the database's tables (its schema is not the lab's)")
+    """Raise Tampered unless the lab's tables in the open database `db` are the lab's own.
+
+    SQLite's names ignore case, so they are compared in lower case.
+    """
+    schema = _schema(db)
+    for kind, name, _, _ in schema:
+        if kind in ("view", "trigger"):
+            raise Tampered(f"handler.py created the {kind} {name!r} in the database; a {kind}"
+                           " could change what the lab's tables seem to hold, so none is allowed")
+    lab_part = [row for row in schema if row[2].lower() in LAB_TABLES]
+    if lab_part != EXPECTED_SCHEMA:
+        changed = sorted({row[2] for row in set(lab_part) ^ set(EXPECTED_SCHEMA)})
+        raise Tampered(f"handler.py changed the lab's table {changed[0]} (its columns or"
+                       " indexes are not the lab's)")
