@@ -168,7 +168,24 @@ def v_same_name(lab):
             " database")
 
 
+def _no_second_ticket(lab, registration_id, context, run):
+    """The duplicate delivery of a finished registration: it is received, adds no ticket, is acked."""
+    if (registration_id, False) not in run.events.received():
+        raise Fail(f"{context}: the worker did not receive it"
+                   f" (it received {received_text(run)})", "grader")
+    tickets = lab.tickets(registration_id)
+    if len(tickets) > 1:
+        where = ("" if lab.completed(registration_id) else
+                 f"; the completed table holds no key for {registration_id}, so nothing in the"
+                 " database told handler.py it was finished")
+        raise Fail(f"{context} added a ticket: {registration_id} now has {len(tickets)}"
+                   f" tickets{where}", "duplicate")
+    check_tickets(lab, registration_id, "Normal guest", context, run)
+    expect_acked(lab, registration_id, context, run)
+
+
 def v_duplicate(lab):
+    """The duplicate reaches a fresh worker run, as after a restart."""
     registration_id = lab.register("Normal guest")
     run = run_worker(lab)
     fail_on_problem(run, f"the first delivery of {registration_id}")
@@ -178,16 +195,23 @@ def v_duplicate(lab):
     run = run_worker(lab)
     context = f"the duplicate delivery of finished {registration_id}"
     fail_on_problem(run, context)
-    if (registration_id, False) not in run.events.received():
-        raise Fail(f"{context}: the worker did not receive it"
-                   f" (it received {received_text(run)})", "grader")
-    tickets = lab.tickets(registration_id)
-    if len(tickets) > 1:
-        raise Fail(f"{context} added a ticket: {registration_id} now has {len(tickets)} tickets",
-                   "duplicate")
-    check_tickets(lab, registration_id, "Normal guest", context, run)
-    expect_acked(lab, registration_id, context, run)
-    return "the duplicate delivery added no ticket and was acknowledged"
+    _no_second_ticket(lab, registration_id, context, run)
+    return "in a new worker run"
+
+
+def v_duplicate_same_run(lab):
+    """The duplicate reaches a worker that has handled other jobs since, as a long-running
+    worker sees it: catches handlers that look for repeats only in a run's first delivery."""
+    registration_id = lab.register("Normal guest")
+    other = lab.register("Other guest")
+    lab.deliver_again(registration_id)
+    run = run_worker(lab, "--drain")
+    context = (f"the duplicate delivery of finished {registration_id}, which reached the worker"
+               f" after {other} in the same run,")
+    fail_on_problem(run, context)
+    check_tickets(lab, other, "Other guest", f"the same run, processing {other}", run)
+    _no_second_ticket(lab, registration_id, context, run)
+    return "in the same worker run, after another registration"
 
 
 @dataclass
@@ -220,5 +244,8 @@ CHECKS = [
     ], "the redelivery wrote no second ticket and was acknowledged, after: {hows}"),
     Check(5, "Two registrations with the same name get two tickets", [("same-name", v_same_name)],
           f"three registrations all named '{SAME}' got one ticket each: {{hows}}"),
-    Check(6, "A duplicate delivery of a finished ID adds no ticket", [("duplicate", v_duplicate)]),
+    Check(6, "A duplicate delivery of a finished ID adds no ticket", [
+        ("duplicate", v_duplicate),
+        ("duplicate-same-run", v_duplicate_same_run),
+    ], "the duplicate delivery added no ticket and was acknowledged: {hows}"),
 ]

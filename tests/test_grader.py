@@ -69,7 +69,9 @@ def test_unit2_handler_passes_1_2_3_5_and_writes_duplicates_in_4_and_6(graded):
         "The retry after Ctrl+C at checkpoint after-commit wrote a second ticket: R-0002 has 2"
         " tickets (2, 3) (2 more of this check's trials failed too)")
     assert checks[6]["reason"] == (
-        "The duplicate delivery of finished R-0002 added a ticket: R-0002 now has 2 tickets")
+        "The duplicate delivery of finished R-0002 added a ticket: R-0002 now has 2 tickets;"
+        " the completed table holds no key for R-0002, so nothing in the database told"
+        " handler.py it was finished (one more of this check's trials failed too)")
     assert UNIT3 in checks[4]["hint"] and UNIT3 in checks[6]["hint"]
     # Unit 2's handler has no inside-transaction checkpoint: the real-effect stop covers check 3.
     assert checks[3]["reason"] == (
@@ -141,7 +143,7 @@ WRONG_EXPECTED = {
                    " PRECONDITION_FAILED, unknown delivery tag)", UNIT2),
     # Shortcuts that only names with quotes and accents, separate worker runs and the
     # dead-letter queue expose.
-    "keyed_on_delivery_tag": ({5}, 5, TAG_KEY, "delivery.delivery_tag only numbers"),
+    "keyed_on_delivery_tag": ({5, 6}, 5, TAG_KEY, "delivery.delivery_tag only numbers"),
     "fstring_sql": ({1, 2}, 1, "The normal delivery of R-0002: handler.py raised"
                     " OperationalError (handler.py line 12): near \"Neill\": syntax error; the"
                     " guest's name \"Siobhán O'Neill\" holds a quote, which breaks SQL that has"
@@ -163,6 +165,14 @@ WRONG_EXPECTED = {
                    " wrong moment", "checkpoint(pause, ...)"),
     "huge_error": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002: handler.py raised"
                    f" ValueError (handler.py line 3): {HUGE}", "whole traceback"),
+    # Handlers that keep the lesson's words but not its meaning.
+    "remembers_finished_ids": ({4, 6}, 6, "The duplicate delivery of finished R-0002 added a"
+                               " ticket: R-0002 now has 2 tickets; the completed table holds no"
+                               " key for R-0002, so nothing in the database told handler.py it"
+                               " was finished", UNIT3),
+    "checks_first_delivery_only": ({6}, 6, "The duplicate delivery of finished R-0002, which"
+                                   " reached the worker after R-0003 in the same run, added a"
+                                   " ticket: R-0002 now has 2 tickets", UNIT3),
 }
 
 
