@@ -133,9 +133,15 @@ def run_problem(run, what):
         # RabbitMQ closes the channel for it, sooner or later, and the worker may then fail
         # or hang in any way: this is the cause, whatever the exit.
         unsettled = [rid for rid, _ in run.events.received() if run.events.settlement(rid) is None]
-        return (f"{what}: handler.py called {settle_call(stray)} with delivery tag"
-                f" {stray['tag']}, which no delivery of this worker run had, so"
+        tag = (f"delivery tag {stray['tag']}, which no delivery of this worker run had" if stray["tag"]
+               else "no delivery tag (so with tag 0, which no delivery has)")
+        return (f"{what}: handler.py called {settle_call(stray)} with {tag}, so"
                 f" {' and '.join(unsettled) or 'its delivery'} was never acknowledged", "no-ack")
+    elsewhere = run.events.first("ack-elsewhere")
+    if elsewhere and not run.events.first("ack"):
+        return (f"{what}: handler.py called basic_ack on a channel other than `ch`, the one that"
+                " delivered the job; a delivery tag counts only on its own channel, so the"
+                " delivery was never acknowledged", "connection")
     if run.timed_out:
         return (f"{what}: the worker did not finish within {run.time_limit:g} s, so it was stopped;"
                 " handler.py seems stuck (an endless loop?)", "stuck")

@@ -115,6 +115,7 @@ FIELDS = {
     "raised": {"id": str, "type": str, "message": str, "where": str},
     "load-failed": {"type": str, "message": str, "where": str},
     "ack": {"tag": int, "multiple": bool}, "double-ack": {"tag": int},
+    "ack-elsewhere": {"tag": int},
     "nack": {"tag": int, "multiple": bool, "requeue": bool},
     "reject": {"tag": int, "requeue": bool},
     "paused": {"point": str}, "pause-not-reached": {"id": str, "point": str},

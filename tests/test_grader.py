@@ -173,6 +173,14 @@ WRONG_EXPECTED = {
     "checks_first_delivery_only": ({6}, 6, "The duplicate delivery of finished R-0002, which"
                                    " reached the worker after R-0003 in the same run, added a"
                                    " ticket: R-0002 now has 2 tickets", UNIT3),
+    "acks_without_tag": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002: handler.py called"
+                         " basic_ack with no delivery tag (so with tag 0, which no delivery has),"
+                         " so R-0002 was never acknowledged", UNIT2),
+    "acks_on_another_channel": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002:"
+                                " handler.py called basic_ack on a channel other than `ch`, the"
+                                " one that delivered the job; a delivery tag counts only on its"
+                                " own channel, so the delivery was never acknowledged",
+                                "the channel handle() is given"),
 }
 
 

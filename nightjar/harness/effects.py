@@ -51,6 +51,7 @@ class Recorder:
         self.armed = False
         self.committed = None  # tickets (count, highest number) as last seen committed
         self.acked_on = []  # channels handle() acknowledged on since the last stop check
+        self.delivering = None  # the channel that delivered the job handle() has now
 
     def reach(self, effect, **fields):
         events.record(effect, **fields)
@@ -194,6 +195,9 @@ def install(recorder, db_timeout=None):
     def basic_ack(self, delivery_tag=0, multiple=False):
         if recorder.armed:
             recorder.reach("before-ack", tag=delivery_tag)
+            if recorder.delivering is not None and self is not recorder.delivering:
+                # A delivery tag means something only on the channel that delivered it.
+                events.record("ack-elsewhere", tag=delivery_tag)
         result = original_ack(self, delivery_tag, multiple)
         if self not in recorder.acked_on:
             recorder.acked_on.append(self)
@@ -210,6 +214,7 @@ def install(recorder, db_timeout=None):
             super().__init__(channel)
             db = connections[0] if connections else None
             recorder.committed = _tickets(db) if db is not None else None
+            recorder.delivering = channel
             recorder.armed = True
 
     worker_runtime.TrackedChannel = ArmingChannel
