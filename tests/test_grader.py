@@ -166,6 +166,9 @@ WRONG_EXPECTED = {
     "huge_error": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery of R-0002: handler.py raised"
                    f" ValueError (handler.py line 3): {HUGE}", "whole traceback"),
     # Handlers that keep the lesson's words but not its meaning.
+    "commits_on_every_way_out": ({3}, 3, "After Ctrl+C at checkpoint inside-transaction, R-0002"
+                                 " already had a committed ticket: the work of the interrupted"
+                                 " transaction was not rolled back", UNIT3),
     "remembers_finished_ids": ({4, 6}, 6, "The duplicate delivery of finished R-0002 added a"
                                " ticket: R-0002 now has 2 tickets; the completed table holds no"
                                " key for R-0002, so nothing in the database told handler.py it"
