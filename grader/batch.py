@@ -12,6 +12,10 @@ flood its output, kill its worker or its grader) to that submission. Each one
 runs in its own session, under a time limit, with its output read to a
 bounded size and its temporary files in a folder of the batch's own.
 
+A submission that could not be graded (its grader stopped, timed out or
+reported the grader's own trouble) is graded once more, then listed as not
+graded: neither a pass nor the learner's fail.
+
 Sandboxed (the Linux route), the batch makes each submission's control group
 itself, and removes it when that submission's grader has ended: whatever the submission
 started is killed then, even when its grader was killed first. The
@@ -153,7 +157,25 @@ class Graders:
 
 
 def grade_one(graders, name, handler, broker, options, tmp, route):
-    """A Submission from one grader subprocess; whatever the submission does, it does not raise."""
+    """A Submission from a grader subprocess; whatever the submission does, it does not raise.
+
+    Not graded (the grader stopped, timed out or reported its own trouble: a
+    broker or a sandbox that broke) is not the learner's fail: it is graded
+    once more, then listed as not graded.
+    """
+    submission = _grade_once(graders, name, handler, broker, options, tmp, route)
+    if submission.status != ERROR:
+        return submission
+    first = submission.seconds
+    submission = _grade_once(graders, name, handler, broker, options,
+                             tmp.with_name(tmp.name + "-again"), route)
+    submission.seconds += first
+    if submission.status == ERROR:
+        submission.note = shorten(f"{submission.note} (tried twice)", REASON_LIMIT)
+    return submission
+
+
+def _grade_once(graders, name, handler, broker, options, tmp, route):
     url, management_url = broker
     command = [sys.executable, "-m", "grader", "--handler", str(handler), "--skip-live", "--json",
                "--amqp-url", url, "--timeout", f"{options.timeout:g}", "--batch-parent", str(os.getpid())]
@@ -318,7 +340,7 @@ def report_class(options, submissions, **extra):
         print(reports.table(submissions))
         print()
         print(reports.summary_line(submissions))
-        if status == 2:
+        if not any(s.status == GRADED for s in submissions):
             count = sum(s.status not in (reports.SKIPPED, reports.REFUSED) for s in submissions)
             print("Cannot grade: " + (f"none of the {count} submissions could be graded." if count
                                       else f"no folder in {options.handlers} holds a handler.py."),

@@ -102,6 +102,8 @@ def grade(options, timings=None, sandbox_route=None):
                                            timeout=options.timeout, delete_queues=node is None,
                                            sandbox=sandbox)
         return results + live_results, None, where
+    except runner.NotGraded as error:
+        return [], f"{error}; that is the grader's trouble, not handler.py's: grade it again", ""
     except NodeError as error:
         return [], f"could not start a private RabbitMQ node for grading: {error}", ""
     except sandboxing.Unavailable as error:

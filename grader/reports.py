@@ -13,7 +13,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 # status: graded (its checks say whether it passed), skipped (no handler.py:
-# not a submission), refused (not graded on purpose), error (could not be graded).
+# not a submission), refused (not graded on purpose), error (not graded: the
+# grader could not, so it is neither a pass nor the learner's fail).
 GRADED, SKIPPED, REFUSED, ERROR = "graded", "skipped", "refused", "error"
 
 
@@ -34,7 +35,7 @@ class Submission:
     def result(self):
         if self.status == GRADED:
             return "PASS" if self.passed else "FAIL"
-        return self.status.upper()
+        return "NOT GRADED" if self.status == ERROR else self.status.upper()
 
     def checks_passed(self):
         return f"{sum(c['passed'] for c in self.checks)}/{len(self.checks)}" if self.checks else "-"
@@ -55,10 +56,12 @@ class Submission:
 
 
 def exit_status(submissions):
-    """0 when every submission passed, 2 when none could be graded, else 1."""
+    """0 when every submission passed, 1 when one failed, else 2: none, or not all, could be graded."""
     if not any(s.status == GRADED for s in submissions):
         return 2
-    return 0 if all(s.passed for s in submissions if s.status != SKIPPED) else 1
+    if any(not s.passed for s in submissions if s.status not in (SKIPPED, ERROR)):
+        return 1
+    return 2 if any(s.status == ERROR for s in submissions) else 0
 
 
 # ---- text ------------------------------------------------------------------------
@@ -96,12 +99,23 @@ def table(submissions):
 
 
 def summary_line(submissions):
-    counted = [s for s in submissions if s.status != SKIPPED]
-    skipped = len(submissions) - len(counted)
+    """How many of the graded submissions passed; the not graded are named apart, never counted."""
+    counted = [s for s in submissions if s.status not in (SKIPPED, ERROR)]
+    not_graded = [shown(s.name) for s in submissions if s.status == ERROR]
+    skipped = sum(s.status == SKIPPED for s in submissions)
     passed = sum(s.passed for s in counted)
-    line = (f"All {passed} submissions passed" if counted and passed == len(counted)
-            else f"{passed} of {len(counted)} submissions passed")
-    return line + (f"; {skipped} skipped." if skipped else ".")
+    if not counted and not_graded:
+        line = "No submission was graded"
+    elif counted and passed == len(counted):
+        line = f"All {passed} submissions passed"
+    else:
+        line = f"{passed} of {len(counted)} submissions passed"
+    if skipped:
+        line += f"; {skipped} skipped"
+    if not_graded:
+        line += (f"; {len(not_graded)} not graded, so neither passed nor failed (grade them"
+                 f" again): {', '.join(not_graded)}")
+    return line + "."
 
 
 def batch_json(submissions, **extra):
@@ -148,8 +162,9 @@ def junit(submissions, suite_name="nightjar-grader"):
             counts["tests"] += 1
             counts["skipped" if s.status == SKIPPED else "errors"] += 1
             note = _xml_text(s.note)
+            kind = {SKIPPED: "skipped", ERROR: "not graded"}.get(s.status, s.status)
             ET.SubElement(case, "skipped" if s.status == SKIPPED else "error", message=note,
-                          type=s.status).text = note
+                          type=kind).text = note
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
@@ -172,7 +187,8 @@ def gradescope(submission):
     results = {"score": sum(t["score"] for t in tests),
                "execution_time": round(submission.seconds, 1), "tests": tests}
     if submission.note:
-        results["output"] = f"Cannot grade: {submission.note}"
+        # Not graded: the score 0 is no verdict; the output says so, to grade it again.
+        results["output"] = f"Not graded: {submission.note}"
     return json.dumps(results, ensure_ascii=False, indent=2) + "\n"
 
 

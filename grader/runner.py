@@ -4,6 +4,8 @@ import threading
 import traceback
 from pathlib import Path
 
+from nightjar import broker
+from nightjar.config import Settings
 from nightjar.events import shorten
 from nightjar.harness.lab import Lab, copy_workstation
 from nightjar.sandbox import Tampered
@@ -12,8 +14,13 @@ from .checks import CHECKS
 from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result
 
 
+class NotGraded(Exception):
+    """The grader could not carry out a check, so the submission has no verdict (not a fail)."""
+
+
 def _run_variant(make_lab, check, key, function):
-    """('pass'|'n/a'|'fail', sentence, hint) for one variant; never raises."""
+    """('pass'|'n/a'|'fail'|'error', sentence, hint) for one variant; never raises.
+    'error' is the grader's own trouble (a broker gone, a sandbox that broke), not the handler's."""
     lab = None
     try:
         lab = make_lab(f"c{check.number}-{key}")
@@ -25,8 +32,7 @@ def _run_variant(make_lab, check, key, function):
     except Tampered as tampered:
         return "fail", str(tampered), HINTS["sandbox"]
     except Exception as error:  # the grader's own trouble: say so, never crash
-        detail = traceback.format_exception_only(type(error), error)[-1].strip()
-        return "fail", f"the grader could not carry out this check ({detail})", HINTS["grader"]
+        return "error", traceback.format_exception_only(type(error), error)[-1].strip(), ""
     finally:
         if lab is not None:
             try:
@@ -36,7 +42,11 @@ def _run_variant(make_lab, check, key, function):
 
 
 def combine(check, outcomes):
-    """One Result from the variants' outcomes, in the check's variant order."""
+    """One Result from the variants' outcomes, in the check's variant order.
+
+    A trial that failed decides, whatever the others did; with none failed, a
+    trial the grader could not carry out leaves the check undecided: NotGraded.
+    """
     failures = [(text, hint) for status, text, hint in outcomes if status == "fail"]
     if failures:
         reason, hint = failures[0]
@@ -47,8 +57,12 @@ def combine(check, outcomes):
             more = f" ({len(failures) - 1} more of this check's trials failed too)"
         reason = shorten(reason, REASON_LIMIT - len(more)) + more
         return Result(check.name, False, _sentence(reason), hint)
-    passed = [text for status, text, _ in outcomes if status == "pass"]
-    notes = [text for status, text, _ in outcomes if status == "n/a"]
+    errors = [text for status, text, *_ in outcomes if status == "error"]
+    if errors:
+        raise NotGraded(f"the grader could not carry out check {check.number} ({check.name}):"
+                        f" {errors[0]}")
+    passed = [text for status, text, *_ in outcomes if status == "pass"]
+    notes = [text for status, text, *_ in outcomes if status == "n/a"]
     reason = check.success.format(hows="; ".join(passed))
     if notes:
         reason += " (" + "; ".join(notes) + ")"
@@ -62,7 +76,8 @@ def _sentence(text):
 
 
 def run_checks(make_lab, checks=CHECKS, parallel=None):
-    """Every variant of every check, concurrently; [Result] in check order."""
+    """Every variant of every check, concurrently; [Result] in check order.
+    Raises NotGraded when some check could not be decided."""
     tasks = [(check, key, function) for check in checks for key, function in check.variants]
     outcomes = {}
     limit = threading.Semaphore(parallel or len(tasks))
@@ -93,7 +108,8 @@ def grade_handler(handler, amqp_url, scratch, *, queue_prefix="nightjar.grader",
     and its own database under the folder `scratch`; delete_queues removes
     the queues afterwards (not needed on a private node thrown away whole).
     sandbox: a started sandbox.Sandbox; every variant then runs in a trial of
-    it, on the submission's own vhost (amqp_url is not used).
+    it, on the submission's own vhost (amqp_url then only tells whether the broker
+    still answers).
     """
     scratch = Path(scratch)
     if sandbox is not None:
@@ -102,13 +118,31 @@ def grade_handler(handler, amqp_url, scratch, *, queue_prefix="nightjar.grader",
         def make_lab(label):
             return Lab(sandbox.tenant_admin_url, workstation=workstation, trial=sandbox.trial(),
                        queue_prefix=queue_prefix, worker_timeout=timeout)
+    else:
+        workstation = copy_workstation(scratch / "workstation", handler)  # one copy for every lab
 
-        return run_checks(make_lab, checks)
-    workstation = copy_workstation(scratch / "workstation", handler)  # one copy for every lab
+        def make_lab(label):
+            return Lab(amqp_url, folder=scratch / "labs" / label, workstation=workstation,
+                       queue_prefix=queue_prefix, label=label, delete_queues=delete_queues,
+                       worker_timeout=timeout)
 
-    def make_lab(label):
-        return Lab(amqp_url, folder=scratch / "labs" / label, workstation=workstation,
-                   queue_prefix=queue_prefix, label=label, delete_queues=delete_queues,
-                   worker_timeout=timeout)
+    # A broker that died takes workers and the grader down with it: what failed then is
+    # no verdict on handler.py.
+    broker_lost = "the grading broker stopped answering while the checks ran"
+    try:
+        results = run_checks(make_lab, checks)
+    except NotGraded:
+        if not _answers(amqp_url):
+            raise NotGraded(broker_lost) from None
+        raise
+    if not all(r.passed for r in results) and not _answers(amqp_url):
+        raise NotGraded(broker_lost)
+    return results
 
-    return run_checks(make_lab, checks)
+
+def _answers(amqp_url):
+    try:
+        broker.connect(Settings(amqp_url, "", "")).close()
+        return True
+    except broker.BrokerUnavailable:
+        return False

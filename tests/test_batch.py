@@ -173,32 +173,37 @@ def test_hanging_and_flooding_submissions_affect_no_other(tmp_path):
     result = grader("--handlers", str(folder), "--jobs", "2", "--submission-timeout", "20",
                     "--trusted", env=dict(os.environ, TMPDIR=str(scratch)), timeout=180)
     lines = result.stdout.splitlines()
-    assert result.returncode == 1, result.stdout + result.stderr
+    # None of the three could be graded, twice: listed apart, neither passed nor failed.
+    assert result.returncode == 2, result.stdout + result.stderr
     assert lines[0] == (f"Grading 5 submissions in {folder} (a private RabbitMQ node,"
                         " throwaway databases, not sandboxed; 2 at a time)")
     # Progress in the order the gradings finish: "N of 5  NAME: VERDICT (SECONDS s)".
     progress = lines[1:6]
     assert sorted(line.split("  ")[0] for line in progress) == [f"{n} of 5" for n in range(1, 6)]
     assert {line.split("  ", 1)[1].rsplit(" (", 1)[0] for line in progress} == {
-        "freezes its grader: ERROR: grading took longer than 20 s and was stopped",
+        "freezes its grader: NOT GRADED: grading took longer than 20 s and was stopped"
+        " (tried twice)",
         "good: PASS, 6/6 checks passed",
-        "kills its grader: ERROR: the grader was killed by signal 9",
+        "kills its grader: NOT GRADED: the grader was killed by signal 9 (tried twice)",
         "prints 8 MB: PASS, 6/6 checks passed",
-        "writes into its grader's stdout: ERROR: the grader's output passed 1048576 bytes and"
-        " was cut off",
+        "writes into its grader's stdout: NOT GRADED: the grader's output passed 1048576 bytes"
+        " and was cut off (tried twice)",
     }
     rows = [
-        "Submission                       Result  Checks  First failing check or note",
-        "freezes its grader               ERROR   -       grading took longer than 20 s and was"
-        " stopped",
-        "good                             PASS    6/6",
-        "kills its grader                 ERROR   -       the grader was killed by signal 9",
-        "prints 8 MB                      PASS    6/6",
-        "writes into its grader's stdout  ERROR   -       the grader's output passed 1048576 bytes"
-        " and was cut off",
+        "Submission                       Result      Checks  First failing check or note",
+        "freezes its grader               NOT GRADED  -       grading took longer than 20 s and"
+        " was stopped (tried twice)",
+        "good                             PASS        6/6",
+        "kills its grader                 NOT GRADED  -       the grader was killed by signal 9"
+        " (tried twice)",
+        "prints 8 MB                      PASS        6/6",
+        "writes into its grader's stdout  NOT GRADED  -       the grader's output passed 1048576"
+        " bytes and was cut off (tried twice)",
     ]
     assert lines[6:] == ["", rows[0], "-" * max(map(len, rows)), *rows[1:], "",
-                         "2 of 5 submissions passed."]
+                         "All 2 submissions passed; 3 not graded, so neither passed nor failed"
+                         " (grade them again): freezes its grader, kills its grader, writes into"
+                         " its grader's stdout."]
     # Nothing is left: no grader, worker or node process, no temporary file.
     assert processes_mentioning(str(tmp_path)) == []
     assert list(scratch.iterdir()) == []

@@ -184,15 +184,16 @@ def test_a_job_that_stops_every_host_that_takes_it_is_set_aside_and_reported(far
     assert out.splitlines() == [
         f"Grading 1 submission in {folder} on the grading farm at {redact_url(farm_url)}"
         f" (batch {batch_id}; each in a sandbox on a grading host)",
-        f"1 of 1  zoë: ERROR: {note} (0.0 s)",
+        f"1 of 1  zoë: NOT GRADED: {note} (0.0 s)",
         f"Farm batch {batch_id}: 1 result from 0 grading hosts (none); 0 duplicate results"
         " counted once.",
         "",
-        "Submission  Result  Checks  First failing check or note",
-        "-" * (len("Submission  Result  Checks  ") + len(note)),
-        f"zoë         ERROR   -       {note}",
+        "Submission  Result      Checks  First failing check or note",
+        "-" * (len("Submission  Result      Checks  ") + len(note)),
+        f"zoë         NOT GRADED  -       {note}",
         "",
-        "0 of 1 submissions passed.",
+        "No submission was graded; 1 not graded, so neither passed nor failed (grade them"
+        " again): zoë.",
     ]
     assert err.splitlines() == ["Cannot grade: none of the 1 submissions could be graded."]
 

@@ -13,6 +13,7 @@ import pytest
 
 from graderkit import WRONG
 from labkit import HANDLERS, ROOT, processes_mentioning as _processes_mentioning
+from nightjar.harness.rabbitnode import PrivateNode
 
 
 # ---- end to end: the grader's own broker ------------------------------------------------
@@ -165,4 +166,32 @@ def test_a_sandbox_that_cannot_be_set_up_is_one_line_and_status_2(tmp_path):
     assert result.stderr == ("Cannot grade: the sandbox needs nsenter, setpriv, prlimit, sh"
                              " (util-linux); pass --trusted to grade without a sandbox (only code"
                              " you trust)\n")
-    assert "Cannot grade: the sandbox needs" in json.loads((tmp_path / "results.json").read_text())["output"]
+    assert "Not graded: the sandbox needs" in json.loads((tmp_path / "results.json").read_text())["output"]
+
+
+# ---- not graded: the grader's own trouble is no verdict --------------------------------------
+
+
+def test_a_broker_that_dies_mid_grading_leaves_the_handler_not_graded(tmp_path):
+    node = PrivateNode().start()
+    try:
+        node.wait_ready()
+        grader = subprocess.Popen(
+            [sys.executable, "-m", "grader", "--handler", str(HANDLERS["unit3"]), "--skip-live",
+             "--amqp-url", node.url, "--management-url", node.management_url,
+             "--gradescope", str(tmp_path / "results.json")],
+            cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp_path)), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not workers_of(grader) and grader.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workers_of(grader), "the grader's workers never started"
+    finally:
+        node.stop()  # as a crash would: the checks are under way
+    out, err = grader.communicate(timeout=120)
+    # A correct handler: had the broker lived, every check would pass.
+    assert (grader.returncode, out) == (2, "")
+    assert err == ("Cannot grade: the grading broker stopped answering while the checks ran;"
+                   " that is the grader's trouble, not handler.py's: grade it again\n")
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["tests"] == [] and results["output"] == "Not graded: " + err[14:-1]
