@@ -214,10 +214,17 @@ def install(recorder, db_timeout=None):
             super().__init__(channel)
             db = connections[0] if connections else None
             recorder.committed = _tickets(db) if db is not None else None
-            recorder.delivering = channel
+            recorder.delivering = _unwrapped(channel)
             recorder.armed = True
 
     worker_runtime.TrackedChannel = ArmingChannel
+
+
+def _unwrapped(channel):
+    """The pika channel under the worker's wrappers (each keeps the one below as _channel)."""
+    while "_channel" in vars(channel):
+        channel = vars(channel)["_channel"]
+    return channel
 
 
 def die_with_parent(parent):
