@@ -1,17 +1,23 @@
 """Running the checks: every variant in a throwaway lab of its own, concurrently, combined into one Result per check."""
 
 import threading
+import time
 import traceback
 from pathlib import Path
 
 from nightjar import broker
 from nightjar.config import Settings
 from nightjar.events import shorten
+from nightjar.harness import processes
 from nightjar.harness.lab import Lab, copy_workstation
 from nightjar.sandbox import Tampered
 
+from . import story
 from .checks import CHECKS
 from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result
+
+
+STOP_WAIT = 10.0  # seconds the running variants get to end once the grader is stopped
 
 
 class NotGraded(Exception):
@@ -19,20 +25,21 @@ class NotGraded(Exception):
 
 
 def _run_variant(make_lab, check, key, function):
-    """('pass'|'n/a'|'fail'|'error', sentence, hint) for one variant; never raises.
+    """('pass'|'n/a'|'fail'|'error', sentence, hint, story) for one variant; never raises.
+    story: what happened in a failed trial (grader/story.py), else None.
     'error' is the grader's own trouble (a broker gone, a sandbox that broke), not the handler's."""
     lab = None
     try:
         lab = make_lab(f"c{check.number}-{key}")
-        return "pass", function(lab), ""
+        return "pass", function(lab), "", None
     except NotApplicable as note:
-        return "n/a", str(note), ""
+        return "n/a", str(note), "", None
     except Fail as failure:
-        return "fail", failure.reason, HINTS.get(failure.hint, failure.hint)
-    except Tampered as tampered:
-        return "fail", str(tampered), HINTS["sandbox"]
+        return "fail", failure.reason, HINTS.get(failure.hint, failure.hint), story.tell(lab)
+    except Tampered as tampered:  # the database is not the lab's: no story to read from it
+        return "fail", str(tampered), HINTS["sandbox"], None
     except Exception as error:  # the grader's own trouble: say so, never crash
-        return "error", traceback.format_exception_only(type(error), error)[-1].strip(), ""
+        return "error", traceback.format_exception_only(type(error), error)[-1].strip(), "", None
     finally:
         if lab is not None:
             try:
@@ -47,16 +54,16 @@ def combine(check, outcomes):
     A trial that failed decides, whatever the others did; with none failed, a
     trial the grader could not carry out leaves the check undecided: NotGraded.
     """
-    failures = [(text, hint) for status, text, hint in outcomes if status == "fail"]
+    failures = [(text, hint, told) for status, text, hint, told in outcomes if status == "fail"]
     if failures:
-        reason, hint = failures[0]
+        reason, hint, told = failures[0]
         more = ""
         if len(failures) == 2:
             more = " (one more of this check's trials failed too)"
         elif len(failures) > 2:
             more = f" ({len(failures) - 1} more of this check's trials failed too)"
         reason = shorten(reason, REASON_LIMIT - len(more)) + more
-        return Result(check.name, False, _sentence(reason), hint)
+        return Result(check.name, False, _sentence(reason), hint, told)
     errors = [text for status, text, *_ in outcomes if status == "error"]
     if errors:
         raise NotGraded(f"the grader could not carry out check {check.number} ({check.name}):"
@@ -84,15 +91,26 @@ def run_checks(make_lab, checks=CHECKS, parallel=None):
 
     def work(index, check, key, function):
         with limit:
-            outcomes[index] = _run_variant(make_lab, check, key, function)
+            if not processes.Running.stopping:
+                outcomes[index] = _run_variant(make_lab, check, key, function)
 
     threads = [threading.Thread(target=work, args=(i, *task), daemon=True)
                for i, task in enumerate(tasks)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except BaseException:
+        # Ctrl+C: the variants still running must end before the caller takes
+        # the sandbox and the broker away under them (or they leave files behind).
+        processes.stop_starting()
+        processes.kill_all()
+        deadline = time.monotonic() + STOP_WAIT
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        raise
     results = []
     for check in checks:
         mine = [outcomes[i] for i, task in enumerate(tasks) if task[0] is check]

@@ -86,13 +86,27 @@ def start(workdir, env, program, *args, events_path=None, stderr_limit=None, pas
     characters of the end of stderr. on_end(running) runs once it has ended
     (a sandbox then clears up after it).
     """
+    if Running.stopping:
+        raise Stopping("the grader is stopping: no program starts any more")
     command = list(program) if isinstance(program, (list, tuple)) else [sys.executable, program]
     # A session of its own: what handler.py starts can be stopped with its worker.
     process = subprocess.Popen(
         [*command, *args], cwd=workdir, env=env, text=True, start_new_session=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
         errors="replace")
-    return Running(process, events_path, stderr_limit, on_end)
+    running = Running(process, events_path, stderr_limit, on_end)
+    if Running.stopping:  # stop_starting() came while it started: kill_all() may have missed it
+        running.kill()
+    return running
+
+
+class Stopping(Exception):
+    """Raised by start() once stop_starting() was called."""
+
+
+def stop_starting():
+    """From now on start() refuses: the grader is being stopped (Ctrl+C) while checks still run."""
+    Running.stopping = True
 
 
 def kill_all():
@@ -117,6 +131,7 @@ class Running:
 
     lock = threading.Lock()
     alive = set()
+    stopping = False  # set by stop_starting()
     LINE_LIMIT = 8 << 10
     BACKLOG = 4096
     LINES_KEPT = 10000
