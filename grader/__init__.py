@@ -9,8 +9,10 @@ route and hands over to one of its entry points:
     farm_host.py        a grading host of the farm (serve --farm URL)
     in_docker.py        the Docker route (--sandbox docker)
 
-Below them: runner.py runs checks.py's checks (steps.py, findings.py),
-live.py reads the live results, reports.py writes every report. The
+Below them: runner.py runs checks.py's checks (steps.py, findings.py;
+story.py tells a failed trial's story), live.py reads the live results,
+reports.py renders the verdicts, class_report.py a class's HTML page and
+CSV, and report_files.py writes the files asked for. The
 throwaway labs and interruptions are the harness (nightjar/harness/); where
 handler.py runs is the sandbox (nightjar/sandbox/).
 """

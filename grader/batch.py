@@ -39,7 +39,7 @@ from nightjar import broker
 from nightjar.config import REPO_ROOT, Settings, redact_url
 from nightjar.events import shorten
 
-from . import reports
+from . import report_files, reports
 from .findings import REASON_LIMIT
 from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
@@ -227,14 +227,23 @@ def verdict(name, code, stdout, dropped, stderr, timed_out, limit):
     if code in (0, 1) and well_formed(checks):
         if (code == 0) != all(c["passed"] for c in checks):
             return error(f"the grader's exit status {code} and its report disagree")
-        return Submission(name, GRADED, [{k: c[k] for k in ("name", "passed", "reason", "hint")}
-                                         for c in checks])
+        return Submission(name, GRADED, [_check(c) for c in checks])
     if isinstance(report, dict) and isinstance(report.get("error"), str):
         return error(report["error"])
     if code is not None and code < 0:
         return error(f"the grader was killed by signal {-code}")
     last = ([line for line in stderr.splitlines() if line.strip()] or ["no output"])[-1]
     return error(f"the grader stopped with status {code}: {last.strip()}")
+
+
+def _check(check):
+    """A check as the class report keeps it: its verdict, and the story of a failed one."""
+    kept = {k: check[k] for k in ("name", "passed", "reason", "hint")}
+    told = check.get("story")
+    if (isinstance(check.get("deliveries"), list) and isinstance(check.get("found"), dict)
+            and isinstance(told, list) and all(isinstance(line, str) for line in told)):
+        kept.update(deliveries=check["deliveries"], found=check["found"], story=told)
+    return kept
 
 
 def well_formed(checks):
@@ -345,7 +354,7 @@ def report_class(options, submissions, **extra):
             print("Cannot grade: " + (f"none of the {count} submissions could be graded." if count
                                       else f"no folder in {options.handlers} holds a handler.py."),
                   file=sys.stderr)
-    problem = reports.save(options, submissions)
+    problem = report_files.save(options, submissions)
     if problem:
         print(problem, file=sys.stderr)
         return 2

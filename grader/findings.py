@@ -90,13 +90,23 @@ class Result:
     passed: bool
     reason: str
     hint: str = ""
+    story: dict = None  # a failed check's {"deliveries", "found"} (grader/story.py)
 
     def __post_init__(self):
         self.reason = shorten(self.reason, REASON_LIMIT)
         self.hint = shorten(self.hint, REASON_LIMIT)
 
+    @classmethod
+    def from_dict(cls, check):
+        """A Result from the grader's JSON (as a container's grader printed it)."""
+        story = {key: check[key] for key in ("deliveries", "found", "story") if key in check}
+        return cls(check["name"], check["passed"], check["reason"], check["hint"], story or None)
+
     def as_dict(self):
-        return {"name": self.name, "passed": self.passed, "reason": self.reason, "hint": self.hint}
+        out = {"name": self.name, "passed": self.passed, "reason": self.reason, "hint": self.hint}
+        if self.story:
+            out.update(self.story)
+        return out
 
 
 # ---- reading a worker run ----------------------------------------------------------

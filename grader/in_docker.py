@@ -33,7 +33,7 @@ from pathlib import Path
 from nightjar.config import REPO_ROOT
 from nightjar.sandbox import UID_BASE_ENV
 
-from . import batch, reports
+from . import batch, report_files, reports
 from .findings import Result
 
 IMAGE = "nightjar/grader-sandbox:local"
@@ -141,9 +141,9 @@ def main(options):
             ["--handler", "/submission/handler.py", "--skip-live"], show)
     except (batch.BatchError, DockerRouteError) as error:
         return reports.cannot_grade(options, str(error))
-    results = [Result(c["name"], c["passed"], c["reason"], c["hint"]) for c in report["checks"]]
+    results = [Result.from_dict(c) for c in report["checks"]]
     error = report.get("error")
-    problem = reports.save(options, [reports.single(str(options.handler), results, error, 0.0)])
+    problem = report_files.save(options, [reports.single(str(options.handler), results, error, 0.0)])
     if problem or error:
         return reports.cannot_grade(options, problem or error)
     if options.json:

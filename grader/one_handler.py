@@ -23,7 +23,7 @@ from nightjar.harness import gradingnode, processes
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from nightjar.sandbox.rabbitadmin import default_management_url
 
-from . import live, reports, runner
+from . import live, report_files, reports, runner
 from .options import TRUSTED_NOTE
 
 
@@ -121,7 +121,7 @@ def grade(options, timings=None, sandbox_route=None):
 
 def show(options, handler, route, results, error, where, seconds):
     """Print one handler's verdict (text or JSON) and write its report files; the exit status."""
-    problem = reports.save(options, [reports.single(str(handler), results, error, seconds)])
+    problem = report_files.save(options, [reports.single(str(handler), results, error, seconds)])
     if problem:
         print(problem, file=sys.stderr)
         return 2
@@ -134,6 +134,7 @@ def show(options, handler, route, results, error, where, seconds):
     else:
         live_note = "live results skipped" if options.skip_live else "live results read-only"
         isolation = "handler.py sandboxed" if route else "handler.py not sandboxed"
+        colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         print(reports.handler_text(results, handler, f"{where}, throwaway databases, {isolation};"
-                                                     f" {live_note}"))
+                                                     f" {live_note}", colour))
     return 0 if passed else 1

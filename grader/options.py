@@ -68,6 +68,11 @@ def parse_options(argv):
                        help="grade every subfolder of DIR that holds a handler.py, on one broker")
     group.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
                        help="submissions graded at the same time (default: the number of cores)")
+    group.add_argument("--report", metavar="FILE",
+                       help="also write the class report: one HTML page with each check's pass"
+                            " rate, the failures grouped by mistake and every submission's story")
+    group.add_argument("--csv", metavar="FILE",
+                       help="also write one CSV row per submission, one column per check")
     group.add_argument("--farm", metavar="URL",
                        help="grade the class on a grading farm: publish its jobs to this RabbitMQ"
                             " and collect the results of the hosts that serve it (grader/farm.py)")
@@ -90,9 +95,11 @@ def parse_options(argv):
             parser.error("--gradescope writes one submission's results; use --junit for a class")
         if options.jobs < 1:
             parser.error("--jobs needs a number of 1 or more")
+    elif options.report or options.csv:
+        parser.error(f"--{'report' if options.report else 'csv'} is for a class: add --handlers DIR")
     if options.management_url and not options.amqp_url:
         parser.error("--management-url goes with --amqp-url")
-    for path in (options.junit, options.gradescope):
+    for path in (options.junit, options.gradescope, options.report, options.csv):
         if path and not Path(path).parent.is_dir():
             parser.error(f"no folder to write {path} in")
     return options

@@ -1,8 +1,9 @@
 """What a grading run reports: the summary table, JSON, JUnit XML and Gradescope's results.json.
 
 A single run and a class (batch) run both report a list of Submission: one
-folder's verdict with its checks as the grader's JSON gives them
-({name, passed, reason, hint}).
+folder's verdict with its checks as the grader's JSON gives them ({name,
+passed, reason, hint}, and a failed check's story). report_files.py writes
+the files a run asks for; class_report.py renders --report and --csv.
 """
 
 import json
@@ -134,10 +135,26 @@ def _xml_text(text):
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+STORY_TITLE = "What happened in the trial that failed:"
+
+
 def _explained(check):
-    """A check's reason, and its hint when it failed: the text CI and Gradescope show."""
+    """A check's reason, and its hint and story when it failed: the text JUnit shows."""
     hint = check["hint"] if not check["passed"] else ""
-    return check["reason"] + (f"\nHint: {hint}" if hint else "")
+    told = check.get("story", [])
+    return (check["reason"] + (f"\nHint: {hint}" if hint else "")
+            + "".join(f"\n{line}" for line in ([STORY_TITLE, *told] if told else [])))
+
+
+def _markdown(check):
+    """The same as Markdown for Gradescope: the story as an indented block, which no text in
+    it can end (every line is printable and starts with the indent)."""
+    hint = check["hint"] if not check["passed"] else ""
+    told = check.get("story", [])
+    text = check["reason"] + (f"\n\nHint: {hint}" if hint else "")
+    if told:
+        text += f"\n\n{STORY_TITLE}\n\n" + "\n".join(f"    {line}" for line in told)
+    return text
 
 
 def junit(submissions, suite_name="nightjar-grader"):
@@ -182,7 +199,8 @@ def junit(submissions, suite_name="nightjar-grader"):
 def gradescope(submission):
     """Gradescope's results.json for one submission: a point per check, the total as score."""
     tests = [{"name": c["name"], "score": int(c["passed"]), "max_score": 1,
-              "status": "passed" if c["passed"] else "failed", "output": _explained(c)}
+              "status": "passed" if c["passed"] else "failed", "output": _markdown(c),
+              "output_format": "md"}
              for c in submission.checks]
     results = {"score": sum(t["score"] for t in tests),
                "execution_time": round(submission.seconds, 1), "tests": tests}
@@ -193,20 +211,6 @@ def gradescope(submission):
 
 
 
-def save(options, submissions):
-    """Write the --junit and --gradescope files the options ask for; a one-line error or None."""
-    files = [(getattr(options, "junit", None), junit),
-             (getattr(options, "gradescope", None), lambda subs: gradescope(subs[0]))]
-    for path, render in files:
-        if path:
-            try:
-                with open(path, "w", encoding="utf-8") as out:
-                    out.write(render(submissions))
-            except OSError as error:
-                return f"Cannot write {path}: {error.strerror}"
-    return None
-
-
 def single(name, results, error, seconds):
     """One handler's grading run as a Submission (results: the grader's Result objects)."""
     if error:
@@ -214,14 +218,27 @@ def single(name, results, error, seconds):
     return Submission(name, GRADED, [r.as_dict() for r in results], seconds=seconds)
 
 
-def handler_text(results, handler, url_note):
-    """One handler's checks as the grader prints them: PASS or FAIL, the reason, the hint."""
+# On a terminal (not when piped): PASS green, FAIL bold red, a story dimmed under it.
+STYLES = {"PASS": "\x1b[32m", "FAIL": "\x1b[1;31m", "story": "\x1b[2m"}
+PLAIN = "\x1b[0m"
+
+
+def handler_text(results, handler, url_note, colour=False):
+    """One handler's checks as the grader prints them: PASS or FAIL, the reason, the hint, and
+    a failed check's story. colour: style them for a terminal."""
+    def styled(text, style):
+        return f"{STYLES[style]}{text}{PLAIN}" if colour else text
+
     lines = [f"Grading {handler}", f"({url_note})", ""]
     for result in results:
-        lines.append(f"{'PASS' if result.passed else 'FAIL'}  {result.name}")
+        verdict = "PASS" if result.passed else "FAIL"
+        lines.append(f"{styled(verdict, verdict)}  {result.name}")
         lines.append(f"      {result.reason}")
         if not result.passed and result.hint:
             lines.append(f"      Hint: {result.hint}")
+        told = result.story["story"] if result.story else []
+        if told:
+            lines += [f"      {STORY_TITLE}", *(styled(f"        {line}", "story") for line in told)]
     passed = sum(r.passed for r in results)
     lines.append("")
     lines.append(f"{passed} of {len(results)} checks passed." if passed < len(results)

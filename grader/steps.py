@@ -11,6 +11,7 @@ from nightjar.harness.lab import RETURN_WAIT
 
 from .findings import (EFFECT_NEVER, EFFECT_WHERE, Fail, NotApplicable, dead_letters,
                        fail_on_problem, loss_cause, name_text, not_back, settle_call)
+from .story import record_run
 
 # When the worker had already acknowledged the delivery, it is not expected back.
 LOST_WAIT = 1.0
@@ -28,6 +29,7 @@ def run_worker(lab, *args, db_timeout=None):
     worker = lab.start("worker.py", *args, watch=True, db_timeout=db_timeout,
                        stderr_limit=STDERR_TAIL)
     worker.finish(timeout=lab.worker_timeout)
+    record_run(lab, worker, " ".join(["python3 worker.py", *args]))
     return worker
 
 
@@ -39,6 +41,8 @@ def comes_back(lab, expected=True):
 def interrupt(lab, registration_id, point, *, required=True, on_pause=None):
     """Ctrl+C at checkpoint POINT, as the learner does it."""
     run = ctrl_c_at(lab, point, on_pause=on_pause, watch=True, stderr_limit=STDERR_TAIL)
+    record_run(lab, run, f"python3 worker.py --pause {point}",
+               "stopped by Ctrl+C" if run.paused else None)
     how = f"Ctrl+C at checkpoint {point}"
     if run.paused:
         if not run.events.paused_at(point):
@@ -64,6 +68,7 @@ def interrupt(lab, registration_id, point, *, required=True, on_pause=None):
 def stop_at(lab, registration_id, effect):
     """The worker kills itself at a real effect."""
     run = stop_at_effect(lab, effect, stderr_limit=STDERR_TAIL)
+    record_run(lab, run, f"python3 worker.py, to stop {EFFECT_WHERE[effect]}")
     if run.events.stopped_at(effect):
         return run
     fail_on_problem(run, f"while waiting to stop the worker {EFFECT_WHERE[effect]}")

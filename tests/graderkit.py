@@ -25,3 +25,11 @@ def grade(handler, *options, broker=None, env=None, timeout=120):
 def by_number(report):
     return {int(check["name"].split(".")[0]): check
             for check in report["checks"] if check["name"][:1].isdigit()}
+
+
+def verdicts(checks):
+    """What two gradings of one handler must agree on: each check's verdict, reason and hint,
+    and the evidence its story found. (Its worker-side detail may differ: where a handler
+    that prints its own pause line is when Ctrl+C comes is a race, told as it happened.)"""
+    return [({key: check[key] for key in ("name", "passed", "reason", "hint")}, check.get("found"))
+            for check in checks]

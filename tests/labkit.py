@@ -1,6 +1,13 @@
-"""Helpers the tests share: a throwaway lab in the test's folder, and finding left-over processes."""
+"""Helpers the tests share: a throwaway lab in the test's folder, finding left-over processes,
+and what a program prints on a terminal."""
 
+import fcntl
+import os
+import pty
 import shutil
+import struct
+import termios
+import threading
 from pathlib import Path
 
 from nightjar.harness import lab
@@ -54,3 +61,26 @@ def processes_mentioning(*texts):
             continue
         found.append(int(entry.name))
     return found
+
+
+def on_a_terminal(write, columns=80, rows=30):
+    """What write(fd) printed to a terminal of columns x rows (a pty), with \\r\\n as \\n."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: _read(leader), b"")))
+    reader.start()
+    try:
+        write(follower)
+    finally:
+        os.close(follower)
+        reader.join(timeout=10)
+        os.close(leader)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def _read(fd):
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the terminal's other end closed: all read
+        return b""

@@ -6,6 +6,7 @@ hang their grader or flood its output sit beside a good one; bad input is
 refused in one line.
 """
 
+import csv
 import json
 import os
 import shutil
@@ -17,14 +18,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pika
 import pytest
+from playwright.sync_api import expect
 
 from nightjar.harness.rabbitnode import PrivateNode
+from browserkit import axe_results, needs_axe, needs_chromium
+from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning
 
 WRONG = ROOT / "tests" / "handlers"
 # The submissions' folder names: spaces and non-ASCII letters are ordinary names.
+# A name a spreadsheet would run as a formula and a page would read as markup stays text.
+MARKUP = "=1+1 <img src=x onerror=alert(1)> O'Brien & co"  # a folder name: no slash
 CLASS = {"李 雷": HANDLERS["starting"], "Ana López": HANDLERS["unit2"], "zoë": HANDLERS["unit3"],
-         **{path.stem: path for path in sorted(WRONG.glob("*.py"))}}
+         MARKUP: WRONG / "never_acks.py", **{path.stem: path for path in sorted(WRONG.glob("*.py"))}}
 # The worker-run timeout for both ways (endless_loop waits it out in every check).
 TIMEOUT = "10"
 
@@ -46,7 +52,8 @@ def both_ways(grading_broker, tmp_path_factory):
     """The class graded one by one (two at a time) and as one batch, on the same node."""
     tmp = tmp_path_factory.mktemp("class")
     folder = make_class(tmp / "class", CLASS)
-    reports = {"junit": tmp / "unit2.xml", "gradescope": tmp / "unit2.json"}
+    reports = {"junit": tmp / "unit2.xml", "gradescope": tmp / "unit2.json",
+               "html": tmp / "class.html", "csv": tmp / "class.csv"}
 
     def single(name):
         extra = ["--junit", str(reports["junit"]), "--gradescope", str(reports["gradescope"])] \
@@ -58,7 +65,8 @@ def both_ways(grading_broker, tmp_path_factory):
     with ThreadPoolExecutor(2) as pool:
         singles = dict(zip(CLASS, pool.map(single, CLASS)))
     batch = grader("--handlers", str(folder), "--json", *grading_broker.args, "--jobs", "2",
-                   "--timeout", TIMEOUT, "--junit", str(tmp / "class.xml"))
+                   "--timeout", TIMEOUT, "--junit", str(tmp / "class.xml"),
+                   "--report", str(reports["html"]), "--csv", str(reports["csv"]))
     return singles, batch, ET.parse(tmp / "class.xml").getroot(), reports
 
 
@@ -72,7 +80,7 @@ def test_batch_verdicts_equal_single_runs(both_ways):
         status, single = singles[submission["name"]]
         assert submission["status"] == "graded"
         assert submission["passed"] is single["passed"] is (status == 0)
-        assert submission["checks"] == single["checks"], submission["name"]
+        assert verdicts(submission["checks"]) == verdicts(single["checks"]), submission["name"]
     # Not a vacuous class: the unit 3 solution passes, every wrong handler fails.
     passed = {s["name"] for s in report["submissions"] if s["passed"]}
     assert passed == {"zoë"}
@@ -99,9 +107,88 @@ def test_junit_has_a_suite_per_submission_and_a_case_per_check(both_ways):
                 assert list(case) == []
             else:
                 assert failure.get("message") == check["reason"]
-                assert failure.text == f"{check['reason']}\nHint: {check['hint']}"
+                # The failure body: the reason, the hint, and the trial's story.
+                assert failure.text == "\n".join([
+                    check["reason"], f"Hint: {check['hint']}",
+                    "What happened in the trial that failed:", *check["story"]])
+                assert failure.text.splitlines()[-1].startswith("found  ")
     for key in ("tests", "failures", "errors", "skipped"):
         assert root.get(key) == str(sum(int(s.get(key)) for s in suites))
+
+
+def expected_rates(submissions):
+    """(check, passed, graded) for each check, counted from the batch's JSON."""
+    names = [check["name"] for check in submissions[0]["checks"]]
+    return [(name, sum(c["passed"] for s in submissions for c in s["checks"] if c["name"] == name),
+             len(submissions)) for name in names]
+
+
+@needs_chromium
+@needs_axe
+def test_the_class_report_shows_pass_rates_mistakes_and_stories(both_ways, browser):
+    _, batch, _, reports = both_ways
+    submissions = json.loads(batch.stdout)["submissions"]
+    assert all(s["status"] == "graded" for s in submissions)
+    context = browser.new_context(bypass_csp=True)  # axe-core is added to the page as a script
+    page = context.new_page()
+    asked = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.goto(reports["html"].as_uri())
+    assert asked == [reports["html"].as_uri()]  # it fetches nothing
+    expect(page.locator("h1")).to_have_text(f"Class report: {reports['html'].parent / 'class'}")
+    passed = sum(s["passed"] for s in submissions)
+    expect(page.locator("main > p").first).to_have_text(
+        f"{passed} of {len(submissions)} submissions passed.")
+    # Each check's pass rate: a bar with its numbers, and the same in the table.
+    rates = expected_rates(submissions)
+    chart = page.get_by_role("img", name="Pass rate per check")
+    # SVG text has no innerText: its text content is what a screen reader reads.
+    assert chart.locator("text:not(.label)").all_text_contents() == [
+        f"{p} of {g} passed ({round(100 * p / g)} %)" for _, p, g in rates]
+    table = page.locator("table", has=page.locator("caption", has_text="the chart as text"))
+    assert [row.locator("th, td").all_inner_texts() for row in table.locator("tr").all()[1:]] == [
+        [name, str(p), str(g), f"{round(100 * p / g)} %"] for name, p, g in rates]
+    # The failures grouped by mistake (the check and its hint), the most common first.
+    groups = {}
+    for s in submissions:
+        for c in s["checks"]:
+            if not c["passed"]:
+                groups.setdefault((c["name"], c["hint"]), []).append((s["name"], c))
+    biggest = max(len(members) for members in groups.values())
+    first = page.locator("h2:has-text('Where the class goes wrong') ~ section").first
+    order = [check["name"] for check in submissions[0]["checks"]]
+    _, _, name, members = min((order.index(name), i, name, members)
+                              for i, ((name, _), members) in enumerate(groups.items())
+                              if len(members) == biggest)
+    expect(first.locator("h3")).to_have_text(f"{biggest} submissions failed {name}")
+    example_name, example = members[0]
+    assert first.locator("pre").inner_text() == "\n".join(example["story"])
+    expect(first.locator("p", has_text="For example")).to_have_text(
+        f"For example, {example_name}: {example['reason']}")
+    # A row per submission, linking to its checks; the name is shown as text, not markup.
+    rows = page.locator("table", has=page.locator("caption", has_text="Every submission"))
+    assert rows.locator("tr th a").all_inner_texts() == [s["name"] for s in submissions]
+    assert page.locator("i").count() == 0
+    link = rows.get_by_role("link", name=MARKUP, exact=True)
+    section = page.locator(link.get_attribute("href"))
+    expect(section.locator("h3")).to_have_text(f"{MARKUP}: FAIL")
+    assert section.locator("tr").count() == 1 + len(submissions[0]["checks"])
+    results = axe_results(page)
+    assert [(v["id"], [n["target"] for n in v["nodes"]]) for v in results["violations"]] == []
+    context.close()
+
+
+def test_the_class_csv_has_a_row_per_submission_and_a_column_per_check(both_ways):
+    _, batch, _, reports = both_ways
+    submissions = json.loads(batch.stdout)["submissions"]
+    names = [check["name"] for check in submissions[0]["checks"]]
+    with open(reports["csv"], newline="", encoding="utf-8") as file:
+        rows = list(csv.reader(file))
+    assert rows[0] == ["submission", "status", "result", "checks passed", *names]
+    assert rows[1:] == [
+        ["'" + s["name"] if s["name"] == MARKUP else s["name"], "graded",
+         "PASS" if s["passed"] else "FAIL", str(sum(c["passed"] for c in s["checks"])),
+         *(str(int(c["passed"])) for c in s["checks"])] for s in submissions]
 
 
 def test_single_run_writes_junit_and_gradescope(both_ways):
@@ -121,8 +208,14 @@ def test_single_run_writes_junit_and_gradescope(both_ways):
     for test, check in zip(results["tests"], single["checks"]):
         assert (test["score"], test["max_score"]) == ((1, 1) if check["passed"] else (0, 1))
         assert test["status"] == ("passed" if check["passed"] else "failed")
-        assert test["output"].startswith(check["reason"])
-        assert ("Hint: " + check["hint"] in test["output"]) is (not check["passed"])
+        assert test["output_format"] == "md"
+        if check["passed"]:
+            assert test["output"] == check["reason"]
+        else:  # Markdown: the story as an indented block
+            assert test["output"] == "\n".join([
+                check["reason"], "", f"Hint: {check['hint']}", "",
+                "What happened in the trial that failed:", "",
+                *(f"    {line}" for line in check["story"])])
 
 
 # ---- submissions that misbehave, beside a good one ---------------------------------------

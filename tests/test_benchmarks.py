@@ -56,3 +56,25 @@ def test_sandbox_bench_times_each_set_up_step():
     assert [line.split(":")[0].strip() for line in lines[1:]] == steps, lines
     for line in lines[1:]:
         assert re.fullmatch(r"  [a-z. -]+: +\d+\.\d ms", line), line
+
+
+def test_story_bench_times_the_checks_with_and_without_stories():
+    lines = bench("story_bench.py", "--runs", "1")
+    assert lines[0] in ("Checks of one handler, median of 1 runs (sandboxed):",
+                        "Checks of one handler, median of 1 runs (not sandboxed):"), lines
+    for line, name in zip(lines[1:], ("unit 2 (2 stories)", "unit 3 (none)")):
+        assert re.fullmatch(rf"  {re.escape(name)} +with stories \d+\.\d\d s, without \d+\.\d\d s:"
+                            r" [+-]\d+\.\d %", line), line
+    assert len(lines) == 3
+
+
+def test_report_bench_writes_a_class_report_and_csv(tmp_path):
+    shutil.copyfile(ROOT / "tests" / "handlers" / "never_acks.py", tmp_path / "never_acks.py")
+    shutil.copyfile(ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py",
+                    tmp_path / "solution.py")
+    lines = bench("report_bench.py", "--submissions", "10", "--runs", "1",
+                  "--handlers", str(tmp_path))
+    assert re.fullmatch(r"2 real submissions graded in \d+\.\d s, repeated to 10 \(30 failed"
+                        r" checks, each with its story\):", lines[0]), lines[0]
+    assert re.fullmatch(r"  --report: \d+ KiB, written in \d+\.\d ms \(median of 1\)", lines[1])
+    assert re.fullmatch(r"  --csv: \d+ KiB, written in \d+\.\d ms \(median of 1\)", lines[2])

@@ -35,6 +35,10 @@ def test_unit_2_in_the_browser_alone(lab_console, page):
                                   for check in verdict["checks"]]
     check_4 = next(check for check in verdict["checks"] if check["name"].startswith("4. "))
     assert not check_4["passed"], check_4
+    # Under its reason and hint, the failed check's story, line for line as the grader tells it.
+    row = page.locator("#grade-result tr", has_text=check_4["name"])
+    assert row.locator("pre").inner_text() == "\n".join(check_4["story"])
+    assert check_4["story"][-1].startswith("found  R-")
     # Unit 2 passed its check: the picker says so, after a reload too.
     page.reload()
     expect(page.get_by_label("Unit", exact=True).locator("option[value='2']")).to_have_text(

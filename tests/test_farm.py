@@ -22,6 +22,7 @@ import pytest
 
 from grader import batch, farm
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
+from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning
 from nightjar import sandbox
 from nightjar.config import redact_url
@@ -70,8 +71,7 @@ def local_verdicts(grading_broker, tmp_path_factory):
     result = subprocess.run([sys.executable, "-m", "grader", "--handlers", str(folder), "--json",
                              "--jobs", "2", "--timeout", TIMEOUT, *grading_broker.args],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
-    report = json.loads(result.stdout)
-    return {s["name"]: (s["status"], s["checks"]) for s in report["submissions"]}
+    return class_verdicts(json.loads(result.stdout))
 
 
 @pytest.fixture
@@ -92,8 +92,8 @@ def hosts(farm_url, grading_broker):
             host.process.wait()
 
 
-def verdicts(report):
-    return {s["name"]: (s["status"], s["checks"]) for s in report["submissions"]}
+def class_verdicts(report):
+    return {s["name"]: (s["status"], verdicts(s["checks"])) for s in report["submissions"]}
 
 
 def test_three_hosts_grade_as_a_local_batch_and_a_killed_hosts_job_counts_once(
@@ -107,7 +107,7 @@ def test_three_hosts_grade_as_a_local_batch_and_a_killed_hosts_job_counts_once(
     status, out, err = finished(run)
     assert status == 1, err
     report = json.loads(out)
-    assert verdicts(report) == local_verdicts
+    assert class_verdicts(report) == local_verdicts
     assert [s["name"] for s in report["submissions"]] == sorted(CLASS, key=str.casefold)
     # The killed host's job went back to the queue and was graded, once, by another host.
     name = re.match(r"^Took '(.+)' \(job ", took).group(1)
@@ -227,7 +227,7 @@ def test_a_stopped_collector_resumes_and_a_farm_broker_crash_loses_nothing(
     farm_node.restart()  # killed as in a crash, then started again on its data
     status, out, err = finished(second)
     report = json.loads(out)
-    assert verdicts(report) == {name: local_verdicts[name] for name in names}
+    assert class_verdicts(report) == {name: local_verdicts[name] for name in names}
     for host in two:
         host.output.wait_for(r"^Lost the farm broker")
         assert len([line for line in host.output.lines if line.startswith("Connected")]) == 2
@@ -256,7 +256,7 @@ def test_the_compose_farm_grades_as_a_local_batch(local_verdicts, tmp_path):
                         "--json")
         status, out, err = finished(run, timeout=600)
         report = json.loads(out)
-        assert verdicts(report) == {name: local_verdicts[name] for name in names}, err
+        assert class_verdicts(report) == {name: local_verdicts[name] for name in names}, err
         hosts = stack.compose("--profile", "farm", "ps", "-q", "grader-host").stdout.split()
         assert len(hosts) == 2
     finally:

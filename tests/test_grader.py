@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from graderkit import WRONG, by_number, grade
+from grader import story
 from labkit import HANDLERS
 
 CORRECT = WRONG / "correct"
@@ -79,6 +80,70 @@ def test_unit2_handler_passes_1_2_3_5_and_writes_duplicates_in_4_and_6(graded):
         " before the commit of the transaction that writes the ticket; the database refusing the"
         " write (database is locked) (handler.py has no checkpoint 'inside-transaction', so"
         " Ctrl+C there was not tried)")
+
+
+def test_a_failed_check_tells_what_happened_to_each_delivery(graded):
+    _, report = graded["unit2"]
+    checks = by_number(report)
+    # The first failed trial of check 4: Ctrl+C at after-commit, then the retry.
+    assert checks[4]["deliveries"] == [
+        {"run": 1, "command": "python3 worker.py --pause after-commit", "ended": "exit 130",
+         "registration": "R-0002", "redelivered": False,
+         "steps": ["paused at after-commit", "stopped by Ctrl+C"],
+         "tickets_after_run": {"R-0002": [2]}},
+        {"run": 2, "command": "python3 worker.py", "ended": "exit 0",
+         "registration": "R-0002", "redelivered": True, "steps": ["called basic_ack", "returned"],
+         "tickets_after_run": {"R-0002": [2, 3]}},
+    ]
+    assert checks[4]["found"] == {"tickets": {"R-0002": [2, 3]}, "completed": [], "queue": [],
+                                  "dead_letter_queue": []}
+    assert checks[4]["story"] == [
+        "run 1  python3 worker.py --pause after-commit: exit 130",
+        "       R-0002  redelivered=False  paused at after-commit  stopped by Ctrl+C",
+        "       tickets then: R-0002 #2",
+        "run 2  python3 worker.py: exit 0",
+        "       R-0002  redelivered=True  called basic_ack  returned",
+        "       tickets then: R-0002 #2 #3",
+        "found  R-0002 #2 #3; completed: none; in the queue: nothing; in the dead-letter queue:"
+        " nothing",
+    ]
+    # Check 6's duplicate, in a new worker run: delivered again as a new message.
+    assert checks[6]["story"] == [
+        "run 1  python3 worker.py: exit 0",
+        "       R-0002  redelivered=False  called basic_ack  returned",
+        "       tickets then: R-0002 #2",
+        "run 2  python3 worker.py: exit 0",
+        "       R-0002  redelivered=False  called basic_ack  returned",
+        "       tickets then: R-0002 #2 #3",
+        "found  R-0002 #2 #3; completed: none; in the queue: nothing; in the dead-letter queue:"
+        " nothing",
+    ]
+    # The text is the structured story's (so a report from the JSON tells the same).
+    assert story.lines(checks[4]) == checks[4]["story"]
+    # A passed check stays one line: no story.
+    assert set(checks[1]) == {"name", "passed", "reason", "hint"}
+
+
+def test_a_story_names_a_stop_at_a_real_effect_and_a_raise(graded):
+    checks = by_number(graded["ack_inside_transaction"][1])
+    assert checks[3]["story"] == [
+        "run 1  python3 worker.py, to stop just before the commit of the transaction that writes"
+        " the ticket: killed by signal 9",
+        "       R-0002  redelivered=False  called basic_ack  killed itself just before the commit"
+        " of the transaction that writes the ticket",
+        "       tickets then: no ticket",
+        "found  no ticket; completed: none; in the queue: nothing; in the dead-letter queue:"
+        " nothing",
+    ]
+    checks = by_number(graded["fstring_sql"][1])
+    assert checks[1]["story"] == [
+        "run 1  python3 worker.py: exit 1",
+        "       R-0002  redelivered=False  raised OperationalError (handler.py line 12): near"
+        " \"Neill\": syntax error",
+        "       tickets then: no ticket",
+        "found  no ticket; completed: none; in the queue: R-0002; in the dead-letter queue:"
+        " nothing",
+    ]
 
 
 def test_unit3_handler_passes_every_check(graded):
@@ -234,7 +299,10 @@ def test_json_shape(graded):
     assert isinstance(report["passed"], bool)
     assert len(report["checks"]) == 6
     for check in report["checks"]:
-        assert set(check) == {"name", "passed", "reason", "hint"}
+        # A failed check also has its story: structured, and as lines of text.
+        story_keys = set() if check["passed"] else {"deliveries", "found", "story"}
+        assert set(check) == {"name", "passed", "reason", "hint"} | story_keys
+        assert all(isinstance(line, str) and "\n" not in line for line in check.get("story", []))
         assert isinstance(check["passed"], bool)
         assert all(isinstance(check[key], str) for key in ("name", "reason", "hint"))
         assert check["reason"] and "\n" not in check["reason"]

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from graderkit import WRONG
-from labkit import HANDLERS, ROOT, processes_mentioning as _processes_mentioning
+from graderkit import WRONG, grade
+from labkit import HANDLERS, ROOT, on_a_terminal, processes_mentioning as _processes_mentioning
+from nightjar.config import redact_url
 from nightjar.harness.rabbitnode import PrivateNode
 
 
@@ -123,6 +124,47 @@ def test_make_grade_local_names_the_graders_own_exit_status(grading_broker, tmp_
     said, made = result.stderr.splitlines()[-2:]
     assert said == f"The grader exited with status {status} ({case})."
     assert re.fullmatch(rf"make: \*\*\* \[Makefile:\d+: grade-local\] Error {status}", made), made
+
+
+def grader_text(handler, broker, stdout):
+    """The grader's text output for handler on broker, its stdout a file or a terminal."""
+    result = subprocess.run(
+        [sys.executable, "-m", "grader", "--handler", str(handler), "--skip-live", *broker.args],
+        cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "NO_COLOR"})
+    assert result.returncode == 1, result.stderr
+
+
+def test_a_failed_checks_story_is_under_it_styled_on_a_terminal_plain_when_piped(
+        grading_broker, tmp_path):
+    handler = HANDLERS["unit2"]
+    _, report = grade(handler, "--skip-live", broker=grading_broker)
+    piped = tmp_path / "piped.txt"
+    with open(piped, "w", encoding="utf-8") as out:
+        grader_text(handler, grading_broker, out)
+    on_terminal = on_a_terminal(lambda fd: grader_text(handler, grading_broker, fd))
+
+    def transcript(fail, dim):
+        """The whole output, from the JSON report's checks: a story under each FAIL line."""
+        lines = [f"Grading {handler}", "(grading broker " + redact_url(grading_broker.url)
+                 + ", throwaway databases, handler.py sandboxed; live results skipped)", ""]
+        for check in report["checks"]:
+            lines += [f"{'PASS' if check['passed'] else fail}  {check['name']}",
+                      f"      {check['reason']}"]
+            if not check["passed"]:
+                lines += [f"      Hint: {check['hint']}", "      What happened in the trial that failed:",
+                          *(dim(f"        {line}") for line in check["story"])]
+        passed = sum(check["passed"] for check in report["checks"])
+        return "\n".join([*lines, "", f"{passed} of 6 checks passed.", ""])
+
+    def colour(text, code):
+        return f"\x1b[{code}m{text}\x1b[0m"
+
+    failed = [check for check in report["checks"] if not check["passed"]]
+    assert len(failed) == 2 and all(check["story"] for check in failed)
+    assert piped.read_text(encoding="utf-8") == transcript("FAIL", lambda line: line)
+    assert on_terminal == transcript(colour("FAIL", "1;31"), lambda line: colour(line, "2")).replace(
+        "\nPASS  ", "\n" + colour("PASS", "32") + "  ")
 
 
 # ---- where handler.py runs: the sandbox's route ------------------------------------------------

@@ -13,21 +13,17 @@
   prints exactly the transcript.
 """
 
-import fcntl
 import os
-import pty
 import re
 import shlex
-import struct
 import subprocess
 import sys
-import termios
-import threading
 from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
 
+from labkit import on_a_terminal
 from unitkit import FOLDERS, history_times, unit_env  # noqa: F401  (unit_env: a lab of the test's own)
 from nightjar.config import Settings
 from nightjar.harness import processes
@@ -167,28 +163,16 @@ def test_the_guide_on_a_terminal_fits_its_width_and_prints_each_code_block_as_it
 def test_show_prints_a_page_on_a_terminal_and_plain_text_when_piped(tmp_path):
     folder = SCENARIOS / FOLDERS[2]
     markdown = (folder / "README.md").read_text(encoding="utf-8")
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 72, 0, 0))
-    chunks = []
-    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: _read(leader), b"")))
-    reader.start()
-    with open(follower, "w", encoding="utf-8") as terminal:
-        guidetext.show(folder, "en", stream=terminal)
-    reader.join(timeout=10)
-    os.close(leader)
-    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    def show(fd):
+        with open(fd, "w", encoding="utf-8", closefd=False) as terminal:
+            guidetext.show(folder, "en", stream=terminal)
+
+    shown = on_a_terminal(show, columns=72)
     assert shown == guidetext.as_terminal_text(markdown, 72)
     piped = tmp_path / "piped.txt"
     with open(piped, "w", encoding="utf-8") as plain:
         guidetext.show(folder, "en", stream=plain)
     assert piped.read_text(encoding="utf-8") == guidetext.as_plain_text(markdown)
-
-
-def _read(fd):
-    try:
-        return os.read(fd, 65536)
-    except OSError:  # the terminal's other end closed: all read
-        return b""
 
 
 @pytest.mark.parametrize("name", ["README.md", "README.ja.md"])

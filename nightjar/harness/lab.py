@@ -6,6 +6,7 @@ database or the live queue; cleanup() stops the lab's programs, deletes its
 queues and, when the lab made its own folder, removes that too.
 """
 
+import json
 import os
 import shutil
 import sqlite3
@@ -101,6 +102,7 @@ class Lab:
         self._declared = False
         self._runs = 0
         self._started = []
+        self.story = []  # the grader's record of each watched worker run (grader/story.py)
 
     @property
     def settings(self):
@@ -236,6 +238,24 @@ class Lab:
         """Messages in the lab's dead-letter queue."""
         return self._use_channel(
             lambda channel: broker.ready_count(channel, self.settings.dead_letter_queue))
+
+    def queued(self, limit=20):
+        """(ready, dead-lettered): the registration IDs of the messages in the lab's two queues,
+        at most `limit` each. They are taken and given back, so only once the trial is over."""
+        def ids(queue):
+            def peek(channel):  # unacknowledged: the channel's close gives them back
+                found = []
+                while len(found) < limit:
+                    method, _, body = channel.basic_get(queue)
+                    if method is None:
+                        break
+                    try:
+                        found.append(str(json.loads(body)["id"]))
+                    except (ValueError, TypeError, KeyError):
+                        found.append("(not a registration)")
+                return found
+            return self._use_channel(peek)
+        return ids(self.queue), ids(self.settings.dead_letter_queue)
 
     def depth(self):
         """(ready, dead-lettered)."""

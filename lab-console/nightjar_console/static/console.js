@@ -346,6 +346,11 @@ function verdictTable(verdict) {
     const cell = element("td");
     cell.append(element("p", check.reason));
     if (!check.passed && check.hint) cell.append(element("p", `Hint: ${check.hint}`, { class: "hint" }));
+    if (!check.passed && Array.isArray(check.story) && check.story.length) {
+      // What happened to each delivery in the trial that failed, as the grader prints it.
+      cell.append(element("p", "What happened in the trial that failed:"));
+      cell.append(lines(check.story));
+    }
     row.append(cell);
     table.append(row);
   }
