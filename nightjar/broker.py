@@ -24,8 +24,11 @@ class BrokerUnavailable(Exception):
 ConnectionLost = pika.exceptions.AMQPConnectionError
 
 
-def connect(settings):
+def connect(settings, name=None):
+    """A BlockingConnection; name: what the management UI calls it (else its address)."""
     params = pika.URLParameters(settings.amqp_url)
+    if name:
+        params.client_properties = {"connection_name": name}
     params.heartbeat = settings.heartbeat
     params.connection_attempts = 1
     params.socket_timeout = 5

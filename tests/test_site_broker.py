@@ -1,9 +1,14 @@
 """The site with RabbitMQ down, then back; and many guests registering at once."""
 
+import json
 import threading
 import time
+from urllib.parse import quote
 
-from labkit import ticket_rows
+from labkit import Lab, ticket_rows
+from nightjar.harness.rabbitnode import PrivateNode
+from nightjar.sandbox.rabbitadmin import Admin
+from nightjar_site.database import PUBLISHER_NAME
 from sitekit import FormClient, Site
 
 UNUSED_BROKER = "amqp://guest:guest@127.0.0.1:1/%2F"
@@ -100,3 +105,37 @@ def test_fifty_guests_at_once_get_fifty_consecutive_ids_and_fifty_messages(lab):
         assert lab.depth() == (50, 0)
     finally:
         site.stop()
+
+
+def close_the_sites_publisher(node):
+    """Have RabbitMQ close the site's kept publisher connection (through its management API)."""
+    admin = Admin(node.management_url, node.url)
+    deadline = time.monotonic() + 15
+    while not (names := [c["name"] for c in json.loads(admin.call("GET", "connections"))
+                         if c.get("client_properties", {}).get("connection_name") == PUBLISHER_NAME]):
+        assert time.monotonic() < deadline, "the site's publisher never showed"
+        time.sleep(0.2)
+    for name in names:
+        admin.call("DELETE", f"connections/{quote(name, safe='')}")
+
+
+def test_a_registration_after_rabbitmq_closed_the_sites_connection_is_queued_at_once(tmp_path):
+    """The site keeps its publisher's connection between registrations (KeptPublisher); one
+    RabbitMQ closed meanwhile is replaced before the next registration is published."""
+    node = PrivateNode().start()
+    site = None
+    try:
+        node.wait_ready()
+        lab = Lab(tmp_path, amqp_url=node.url)
+        lab.extra_env["NIGHTJAR_SITE_THREADS"] = "1"  # both registrations on the one publisher
+        site = Site(lab, amqp_url=node.url, requeue_seconds=3600)  # no background round helps
+        guest = FormClient(site.url)
+        first = guest.register("Before the close")
+        close_the_sites_publisher(node)
+        second = guest.register("After the close")
+        assert None not in (queued_at(lab, first), queued_at(lab, second))
+        assert lab.depth() == (2, 0)
+    finally:
+        if site:
+            site.stop()
+        node.stop()

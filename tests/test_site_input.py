@@ -7,12 +7,14 @@ import dataclasses
 import os
 import re
 import stat
+import subprocess
+import sys
 
 import pytest
 
 from nightjar.registrations import MAX_NAME_LENGTH
 from nightjar_site import create_app
-from sitekit import CSRF
+from sitekit import CSRF, Site
 
 
 @pytest.fixture
@@ -175,3 +177,33 @@ def test_a_delivery_history_that_cannot_be_read_leaves_the_page_working(client, 
     response = client.get(f"/registrations/{registration_id}")
     assert response.status_code == 200
     assert "The delivery history cannot be read right now" in response.get_data(as_text=True)
+
+
+def test_a_database_file_replaced_under_the_site_is_opened_afresh(lab, client):
+    """The site keeps its connection between requests; a new file at the path is not the old one."""
+    assert post(client, "Before the new file").status_code == 303
+    assert "Before the new file" in client.get("/registrations").get_data(as_text=True)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(f"{lab.db_path}{suffix}"):
+            os.remove(f"{lab.db_path}{suffix}")
+    lab.db().close()  # a new database: the seeded Mina Patel alone
+    page = client.get("/registrations").get_data(as_text=True)
+    assert "Mina Patel" in page and "Before the new file" not in page
+
+
+def test_the_site_runs_its_threads_on_one_core_and_refuses_a_bad_choice(lab):
+    site = Site(lab)
+    try:
+        with open(f"/proc/{site.process.pid}/status") as status:
+            cores = next(line.split(":")[1].strip() for line in status
+                         if line.startswith("Cpus_allowed_list:"))
+        assert cores.isdigit(), cores
+    finally:
+        site.stop()
+    allowed = ", ".join(map(str, sorted(os.sched_getaffinity(0))))
+    for choice in ("two", "4096"):
+        result = subprocess.run([sys.executable, "-m", "nightjar_site"], capture_output=True,
+                                text=True, timeout=30, env=dict(lab.env, NIGHTJAR_SITE_CPU=choice))
+        assert (result.returncode, result.stdout, result.stderr) == (
+            1, "", f"NIGHTJAR_SITE_CPU is '{choice}': say \"any\", or one of the cores this site"
+                   f" may use: {allowed}\n")

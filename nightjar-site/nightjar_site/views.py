@@ -1,5 +1,7 @@
 """The pages of the Nightjar site."""
 
+import functools
+import os
 import re
 
 from flask import (Blueprint, Response, abort, current_app, redirect, render_template, request,
@@ -8,7 +10,7 @@ from flask_wtf.csrf import CSRFError
 
 from nightjar import history, queueing, registrations, stories
 
-from .database import get_db
+from .database import get_db, get_publisher
 
 bp = Blueprint("site", __name__)
 
@@ -40,7 +42,7 @@ def register():
         # Saves the registration first, then queues it with a publisher
         # confirm; when RabbitMQ is down the registration is kept as waiting.
         registration_id, _queued = queueing.register(
-            get_db(), current_app.config["NIGHTJAR"], raw_name)
+            get_db(), current_app.config["NIGHTJAR"], raw_name, kept=get_publisher())
     except registrations.InvalidName as reason:
         return render_template("evening.html", error=str(reason), name=raw_name), 400
     # POST/redirect/GET: reloading the registration page never registers twice.
@@ -75,9 +77,22 @@ def delivery_story(found):
     if path is None:
         return None
     try:
-        return stories.story(found, history.read(path, found.id))
+        stat = os.stat(path)
+        version = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    except FileNotFoundError:
+        version = None
+    try:
+        return stories.story(found, _history_of(path, found.id, version))
     except OSError:
         return None  # the page works without it; the template says the history cannot be read
+
+
+@functools.lru_cache(maxsize=256)
+def _history_of(path, registration_id, version):
+    """history.read, read again only when the file changed (version: its identity, size and
+    time; every record the worker adds grows it): a page the guest keeps refreshing, or many
+    guests' pages, do not parse the whole file each time."""
+    return history.read(path, registration_id)
 
 
 def _ticket_or_404(number):

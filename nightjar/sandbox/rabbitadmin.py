@@ -53,7 +53,8 @@ class Admin:
         login = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
         self._auth = "Basic " + base64.b64encode(login.encode()).decode()
 
-    def _call(self, method, path, body=None):
+    def call(self, method, path, body=None):
+        """The API's answer (bytes) to METHOD /api/PATH; AdminError when it fails."""
         request = urllib.request.Request(
             self.base + path, method=method, headers={
                 "Authorization": self._auth, "Content-Type": "application/json"},
@@ -69,7 +70,7 @@ class Admin:
 
     def check(self):
         """Raise AdminError unless the API answers this login as an administrator."""
-        answer = json.loads(self._call("GET", "whoami"))
+        answer = json.loads(self.call("GET", "whoami"))
         tags = answer.get("tags", [])
         if "administrator" not in (tags if isinstance(tags, list) else str(tags).split(",")):
             raise AdminError(f"the grading broker's login {answer.get('name')!r} is not an administrator")
@@ -79,10 +80,10 @@ class Admin:
         token = secrets.token_hex(6)
         tenant = Tenant(f"{prefix}-{token}", f"{prefix}-{token}", secrets.token_urlsafe(18))
         vhost = quote(tenant.vhost, safe="")
-        self._call("PUT", f"vhosts/{vhost}", {})
-        self._call("PUT", f"users/{quote(tenant.user, safe='')}",
+        self.call("PUT", f"vhosts/{vhost}", {})
+        self.call("PUT", f"users/{quote(tenant.user, safe='')}",
                    {"password": tenant.password, "tags": ""})
-        self._call("PUT", f"permissions/{vhost}/{quote(tenant.user, safe='')}",
+        self.call("PUT", f"permissions/{vhost}/{quote(tenant.user, safe='')}",
                    {"configure": ".*", "write": ".*", "read": ".*"})
         return tenant
 
@@ -90,6 +91,6 @@ class Admin:
         """Delete the user and the vhost (its queues, its connections); never raises."""
         for path in (f"users/{quote(tenant.user, safe='')}", f"vhosts/{quote(tenant.vhost, safe='')}"):
             try:
-                self._call("DELETE", path)
+                self.call("DELETE", path)
             except AdminError:
                 pass
