@@ -32,10 +32,10 @@ test: prepare-tests $(STAMP) ## run the whole test suite against a real RabbitMQ
 prepare-tests:
 	@scripts/prepare-tests
 
-bench: $(STAMP) ## measure the worker, the site and the grader (benchmarks/)
-	$(PY) benchmarks/worker_bench.py
-	$(PY) benchmarks/grader_bench.py
-	$(PY) benchmarks/site_bench.py
+# AGAINST=REV: the commit to set beside this checkout (e.g. the last one that landed);
+# STACK=1 adds the container lab's figures.
+bench: $(STAMP) ## every figure people wait for, beside its budget and AGAINST's (default HEAD)
+	$(PY) benchmarks/summary.py --against $(or $(AGAINST),HEAD) $(if $(STACK),--stack)
 
 bench-stack: $(STAMP) ## measure make up (cold, warm), make grade (cold, warm) and make down in containers
 	@$(NEED_DOCKER)

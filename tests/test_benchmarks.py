@@ -78,3 +78,17 @@ def test_report_bench_writes_a_class_report_and_csv(tmp_path):
                         r" checks, each with its story\):", lines[0]), lines[0]
     assert re.fullmatch(r"  --report: \d+ KiB, written in \d+\.\d ms \(median of 1\)", lines[1])
     assert re.fullmatch(r"  --csv: \d+ KiB, written in \d+\.\d ms \(median of 1\)", lines[2])
+
+
+def test_summary_sets_a_figure_beside_its_budget_and_another_commits():
+    lines = bench("summary.py", "--only", "worker_bench.py", "--against", "HEAD")
+    assert lines[:2] == ["round 1: worker_bench.py on this checkout", "round 1: worker_bench.py on HEAD"]
+    assert lines[2] == ""
+    assert re.fullmatch(r"figure +budget +here +HEAD", lines[3]), lines[3]
+    assert set(lines[4]) == {"-"}
+    assert re.fullmatch(r"worker\.py start to exit  ≤ 0\.5 s  +\d\.\d+ +\d\.\d+ +within", lines[5]), lines[5]
+    assert len(lines) == 6
+    # The temporary worktree is gone again.
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True,
+                               text=True).stdout
+    assert "nightjar-bench-against-" not in worktrees
