@@ -21,12 +21,14 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 ANSWER_SECONDS = 900  # how long --ask waits: a grading may first start its broker
+LISTEN_SECONDS = 60  # how long --ask waits for a service that does not listen yet
 
 
 def grading_handler(options):
@@ -81,12 +83,23 @@ def listen(address, options):
 
 def ask(url):
     request = urllib.request.Request(url.rstrip("/") + "/grade?format=text", data=b"", method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=ANSWER_SECONDS) as response:
-            answer = json.load(response)
-    except (OSError, ValueError) as error:
-        print(f"Cannot grade: the grading service at {url} does not answer ({error})", file=sys.stderr)
-        return 2
+    # A service whose container has just started may not listen yet: a refused
+    # connection sent nothing, so it is tried again for a while.
+    deadline = time.monotonic() + LISTEN_SECONDS
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=ANSWER_SECONDS) as response:
+                answer = json.load(response)
+            break
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, ConnectionRefusedError) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            print(f"Cannot grade: the grading service at {url} does not answer ({error})", file=sys.stderr)
+            return 2
+        except (OSError, ValueError) as error:
+            print(f"Cannot grade: the grading service at {url} does not answer ({error})", file=sys.stderr)
+            return 2
     sys.stdout.write(answer["stdout"])
     sys.stderr.write(answer["stderr"])
     return answer["status"]

@@ -13,6 +13,7 @@ import pytest
 
 from graderkit import WRONG, grade
 from labkit import HANDLERS, ROOT, on_a_terminal, processes_mentioning as _processes_mentioning
+from sitekit import free_port
 from nightjar.config import redact_url
 from nightjar.harness.rabbitnode import PrivateNode
 
@@ -237,3 +238,23 @@ def test_a_broker_that_dies_mid_grading_leaves_the_handler_not_graded(tmp_path):
                    " that is the grader's trouble, not handler.py's: grade it again\n")
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["tests"] == [] and results["output"] == "Not graded: " + err[14:-1]
+
+
+def test_ask_waits_for_a_grading_service_that_is_not_listening_yet(grading_broker, tmp_path):
+    """make grade asks a grader container as soon as it runs: its service may still be starting."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    ask = subprocess.Popen([sys.executable, "-m", "grader.service", "--ask", url], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # the question is refused, and asked again, meanwhile
+    service = subprocess.Popen(
+        [sys.executable, "-m", "grader.service", "--listen", f"127.0.0.1:{port}", "--",
+         "--handler", str(HANDLERS["unit3"]), "--skip-live", *grading_broker.args],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        out, err = ask.communicate(timeout=120)
+    finally:
+        service.kill()
+        service.wait()
+    assert (ask.returncode, err) == (0, "")
+    assert out.splitlines()[-1] == "All 6 checks passed."
