@@ -150,7 +150,7 @@ def v_same_name(lab):
     check_tickets(lab, first, SAME, "the first worker run", run)
     expect_settled_by_ack(first, "the first worker run", run)
     later = [lab.register(SAME), lab.register(SAME)]
-    run = run_worker(lab, "--drain")
+    run = run_worker(lab, "--drain", deliveries=len(later))
     context = f"a second worker run on the same database, processing {' and '.join(later)}"
     fail_on_problem(run, context)
     got = [registration_id for registration_id, _ in run.events.received()]
@@ -205,7 +205,7 @@ def v_duplicate_same_run(lab):
     registration_id = lab.register("Normal guest")
     other = lab.register("Other guest")
     lab.deliver_again(registration_id)
-    run = run_worker(lab, "--drain")
+    run = run_worker(lab, "--drain", deliveries=3)
     context = (f"the duplicate delivery of finished {registration_id}, which reached the worker"
                f" after {other} in the same run,")
     fail_on_problem(run, context)

@@ -8,6 +8,7 @@ what it expects did not happen.
 
 from nightjar.harness.interruptions import ctrl_c_at, stop_at_effect
 from nightjar.harness.lab import RETURN_WAIT
+from nightjar.harness.processes import DeliveryClock
 
 from .findings import (EFFECT_NEVER, EFFECT_WHERE, Fail, NotApplicable, dead_letters,
                        fail_on_problem, loss_cause, name_text, not_back, settle_call)
@@ -24,11 +25,13 @@ SETTLE_ACKED = 0.1
 STDERR_TAIL = 4096
 
 
-def run_worker(lab, *args, db_timeout=None):
-    """One watched worker run to its end (killed after the lab's worker_timeout)."""
+def run_worker(lab, *args, db_timeout=None, deliveries=1):
+    """One watched worker run to its end, killed when one of the `deliveries` it is to handle
+    takes longer than the lab's worker_timeout."""
     worker = lab.start("worker.py", *args, watch=True, db_timeout=db_timeout,
                        stderr_limit=STDERR_TAIL)
-    worker.finish(timeout=lab.worker_timeout)
+    worker.finish(timeout=lab.worker_timeout,
+                  clock=DeliveryClock(worker, lab.worker_timeout, deliveries))
     record_run(lab, worker, " ".join(["python3 worker.py", *args]))
     return worker
 

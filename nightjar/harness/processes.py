@@ -46,6 +46,25 @@ class OwnClock:
         return self.limit + forgiven - (time.monotonic() - self.start)
 
 
+class DeliveryClock:
+    """A worker's time limit (OwnClock) counted afresh at each delivery it takes, its "Received"
+    line, for at most `deliveries` of them: a --drain is stuck when one delivery takes longer
+    than the limit, not when slow deliveries add up. (The line is the worker's own; printing
+    it gains a handler at most `deliveries` times the limit.)"""
+
+    def __init__(self, running, limit, deliveries):
+        self.running, self.limit, self.deliveries = running, limit, deliveries
+        self.clock = OwnClock(running.process.pid, limit)
+        self.started_afresh = 0
+
+    def left(self):
+        received = sum(line.startswith("Received ") for line in self.running.lines_so_far())
+        if min(received - 1, self.deliveries - 1) > self.started_afresh:
+            self.started_afresh += 1
+            self.clock = OwnClock(self.running.process.pid, self.limit)
+        return self.clock.left()
+
+
 class NeverPrinted(AssertionError):
     """A program did not print the line we waited for; the text shows what it printed."""
 
@@ -256,6 +275,11 @@ class Running:
         with Running.lock:
             Running.alive.discard(self)
         return self.process.returncode
+
+    def lines_so_far(self):
+        """The lines printed until now (while it runs too)."""
+        self._drain()
+        return self.lines
 
     def _drain(self):
         while True:
