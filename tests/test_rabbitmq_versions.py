@@ -170,3 +170,6 @@ def test_a_confirmed_registration_survives_a_broker_killed_while_it_stops(broker
     taken = lab.run("worker.py")
     assert (taken.returncode, taken.stdout) == (0, f"Received {registration_id} redelivered=False\nHandler returned.\n")
     assert lab.depth() == (0, 0)
+    # And the queue takes new registrations again: a publish is confirmed.
+    later = lab.register("After the restart")
+    assert lab.run("worker.py").stdout == f"Received {later} redelivered=False\nHandler returned.\n"
