@@ -9,7 +9,7 @@ from nightjar import broker
 from nightjar.config import Settings
 from nightjar.events import shorten
 from nightjar.harness import processes
-from nightjar.harness.lab import Lab, compile_package, copy_workstation
+from nightjar.harness.lab import Lab, compile_packages, copy_workstation
 from nightjar.sandbox import Tampered
 
 from . import story
@@ -130,7 +130,7 @@ def grade_handler(handler, amqp_url, scratch, *, queue_prefix="nightjar.grader",
     still answers).
     """
     scratch = Path(scratch)
-    compile_package()
+    compile_packages()
     if sandbox is not None:
         workstation = sandbox.workstation(handler)
 
