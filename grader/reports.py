@@ -138,22 +138,16 @@ def _xml_text(text):
 STORY_TITLE = "What happened in the trial that failed:"
 
 
-def _explained(check):
-    """A check's reason, and its hint and story when it failed: the text JUnit shows."""
+def _explained(check, markdown=False):
+    """A check's reason, and its hint and story when it failed: the text JUnit shows, or as
+    Markdown for Gradescope, the story an indented block that no text in it can end (every
+    line is printable and starts with the indent)."""
     hint = check["hint"] if not check["passed"] else ""
     told = check.get("story", [])
-    return (check["reason"] + (f"\nHint: {hint}" if hint else "")
-            + "".join(f"\n{line}" for line in ([STORY_TITLE, *told] if told else [])))
-
-
-def _markdown(check):
-    """The same as Markdown for Gradescope: the story as an indented block, which no text in
-    it can end (every line is printable and starts with the indent)."""
-    hint = check["hint"] if not check["passed"] else ""
-    told = check.get("story", [])
-    text = check["reason"] + (f"\n\nHint: {hint}" if hint else "")
+    gap, indent = ("\n\n", "    ") if markdown else ("\n", "")
+    text = check["reason"] + (f"{gap}Hint: {hint}" if hint else "")
     if told:
-        text += f"\n\n{STORY_TITLE}\n\n" + "\n".join(f"    {line}" for line in told)
+        text += f"{gap}{STORY_TITLE}{gap}" + "\n".join(f"{indent}{line}" for line in told)
     return text
 
 
@@ -199,7 +193,7 @@ def junit(submissions, suite_name="nightjar-grader"):
 def gradescope(submission):
     """Gradescope's results.json for one submission: a point per check, the total as score."""
     tests = [{"name": c["name"], "score": int(c["passed"]), "max_score": 1,
-              "status": "passed" if c["passed"] else "failed", "output": _markdown(c),
+              "status": "passed" if c["passed"] else "failed", "output": _explained(c, markdown=True),
               "output_format": "md"}
              for c in submission.checks]
     results = {"score": sum(t["score"] for t in tests),

@@ -23,6 +23,7 @@ there is marked as one RabbitMQ never took.
 
 from nightjar.events import shorten
 
+from . import reports
 from .findings import EFFECT_WHERE, describe_error, settle_call
 
 # A forged or runaway events file must not make a story of megabytes.
@@ -34,8 +35,7 @@ TICKETS_SHOWN = 8
 
 def shown(text):
     """One line, printable, bounded: a worker's record may hold anything."""
-    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(text))
-    return shorten(text, TEXT_LIMIT)
+    return shorten(reports.shown(str(text)), TEXT_LIMIT)
 
 
 def tickets_of(tickets):

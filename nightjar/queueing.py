@@ -62,13 +62,15 @@ class KeptPublisher:
         self._last_used = time.monotonic()
 
     def _still_good(self):
-        if time.monotonic() - self._last_used > self.settings.heartbeat / 2:
+        if time.monotonic() - self._last_used > self.settings.heartbeat / 2 or not self._open():
             return False
-        if self._connection.is_open and self._channel.is_open:
-            try:
-                self._connection.process_data_events(0)  # a close RabbitMQ sent is read now
-            except pika.exceptions.AMQPError:
-                return False
+        try:
+            self._connection.process_data_events(0)  # a close RabbitMQ sent is read now
+        except pika.exceptions.AMQPError:
+            return False
+        return self._open()
+
+    def _open(self):
         return self._connection.is_open and self._channel.is_open
 
     def close(self):
