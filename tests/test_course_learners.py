@@ -145,7 +145,7 @@ def test_a_learner_reaches_its_own_vhost_and_no_other(course):
     assert [v["name"] for v in json.loads(as_ada.call("GET", "vhosts"))] == [ada.vhost]
     with pytest.raises(AdminError) as forbidden:
         as_ada.call("GET", f"queues/{quote(bob.vhost, safe='')}")
-    assert forbidden.value.status in (401, 403)
+    assert forbidden.value.status in (401, 403, 404)  # 4.x answers as if there were no such vhost
 
 
 def test_the_labs_queues_work_and_a_full_queue_refuses_the_next_job(course, tmp_path):
@@ -184,9 +184,9 @@ def test_one_connection_one_channel_one_queue_too_many_is_refused(course):
         channel = connections[0].channel()  # counted among the user's channels
         for _ in range(limits.max_channels - 1):
             connections[1].channel()
-        # The one too many closes its whole connection, not only the channel.
-        with pytest.raises(pika.exceptions.ConnectionClosedByBroker,
-                           match=f"channels .* reached the maximum allowed user limit of \\({limits.max_channels}\\)"):
+        # The one too many closes its whole connection, not only the channel. ("(64)" on 3.x, "64" on 4.x)
+        too_many_channels = f"channels .* reached the maximum allowed user limit of \\(?{limits.max_channels}\\b"
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker, match=too_many_channels):
             connections[1].channel()
         broker.declare_queues(channel, Settings(amqp_url=url, db_path="", queue="nightjar.tickets"))
         for number in range(limits.max_queues - 2):
