@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,8 @@ import tornado.web
 import tornado.websocket
 
 from . import agentlink, grading, guides
+from nightjar.keyfile import read_or_create
+
 from .access import COOKIE, Access
 from .progress import Progress
 
@@ -48,6 +51,8 @@ class Config:
     site_port: int = 8000       # where the browser finds Nightjar and the management UI
     management_port: int = 15672
     origins: list = field(default_factory=list)
+    hub: bool = False           # a JupyterHub single-user server (hub.py): the hub's login, no token
+    management_login: tuple = ()  # under a hub: the learner's own (user, password) on the course's RabbitMQ
 
 
 def language(request):
@@ -89,10 +94,22 @@ class Guarded(tornado.web.RequestHandler):
     def initialize(self, config, access):
         self.config, self.access = config, access
 
+    def allowed(self):
+        return self.access.allows(self.request)
+
+    def refuse(self):
+        raise tornado.web.HTTPError(403, reason="Forbidden", log_message="this needs the console's token")
+
+    def learner_acted(self):
+        """Something the learner did (not a page's poll): the hub's idle culler counts it."""
+        activity = self.settings.get("activity")
+        if activity is not None:
+            activity.touch()
+
     def prepare(self):
-        if not self.access.allows(self.request):
-            raise tornado.web.HTTPError(403, reason="Forbidden",
-                                        log_message="this needs the console's token")
+        if not self.allowed():
+            self.refuse()
+            return
         origin = self.request.headers.get("Origin")
         if self.request.method not in ("GET", "HEAD") and origin is not None \
                 and not self.access.origin_allowed(self.request, origin):
@@ -117,8 +134,9 @@ class Api(Guarded):
     def write_error(self, status_code, **kwargs):
         error = kwargs.get("exc_info", (None, None))[1]
         message = getattr(error, "log_message", None) or self._reason
-        if status_code == 403 and not self.access.allows(self.request):
-            message = "This needs the lab console's token: open the URL the console printed."
+        if status_code == 403 and not self.allowed():
+            message = ("Log in to the course's hub first." if self.config.hub else
+                       "This needs the lab console's token: open the URL the console printed.")
         self.finish({"error": message})
 
     def body_json(self):
@@ -138,16 +156,18 @@ class Api(Guarded):
 
 
 class Page(Guarded):
+    is_page = True
+
     def prepare(self):
         token = self.get_query_argument("token", None)
-        if token is not None:
+        if token is not None and not self.config.hub:
             if not self.access.token_matches(token):
                 raise tornado.web.HTTPError(403, reason="Forbidden", log_message="a wrong token")
             # Trade the token for the cookie, and take it out of the address bar.
             self.set_cookie(COOKIE, self.access.cookie_value, httponly=True, samesite="Strict",
                             secure=self.request.headers.get("X-Forwarded-Proto") == "https"
                             or self.request.protocol == "https")
-            self.redirect("/")
+            self.redirect(self.reverse_url("page"))
             return
         super().prepare()
 
@@ -162,7 +182,10 @@ class Page(Guarded):
         progress = Progress(self.config.data).read()
         self.render("console.html", lang=language(self.request), units=guides.listing(),
                     passed=progress["passed"], current=progress["current"] or "1",
-                    site_port=self.config.site_port, management_port=self.config.management_port)
+                    site_port=self.config.site_port, management_port=self.config.management_port,
+                    base=self.reverse_url("page"), hub=self.config.hub,
+                    management_login=self.config.management_login,
+                    xsrf=self.xsrf_token.decode() if self.config.hub else "")
 
     def write_error(self, status_code, **kwargs):
         self.render("refused.html", status=status_code)
@@ -194,6 +217,7 @@ class UnitScript(Api):
             status, lines = await agentlink.run_script(self.config.socket, action, key, lang)
         except agentlink.AgentUnavailable as error:
             self.fail(503, f"Cannot {action} unit {key}: {error}")
+        self.learner_acted()
         progress = Progress(self.config.data)
         if action == "check" and status == 0:
             progress.passed(key)
@@ -236,6 +260,7 @@ class File(Api):
             self.finish({"error": f"{EDITABLE} changed in the Workstation since the editor opened it",
                          "version": current})
             return
+        self.learner_acted()
         temporary = path.with_name(f".{EDITABLE}.console")
         temporary.write_bytes(data)
         os.replace(temporary, path)
@@ -245,6 +270,7 @@ class File(Api):
 
 class Grade(Api):
     async def post(self):
+        self.learner_acted()
         try:
             verdict = await grading.grade(self.config.grader_url)
         except grading.CannotGrade as error:
@@ -261,9 +287,11 @@ class Terminal(tornado.websocket.WebSocketHandler):
         self.config, self.access = config, access
         self.agent = None
 
+    allowed, refuse = Guarded.allowed, Guarded.refuse
+
     def prepare(self):
-        if not self.access.allows(self.request):
-            raise tornado.web.HTTPError(403, reason="Forbidden", log_message="this needs the console's token")
+        if not self.allowed():
+            self.refuse()
 
     def check_origin(self, origin):
         return self.access.origin_allowed(self.request, origin)
@@ -299,6 +327,8 @@ class Terminal(tornado.websocket.WebSocketHandler):
         except ValueError:
             return
         if isinstance(parsed, list) and parsed and parsed[0] in ("stdin", "size"):
+            if parsed[0] == "stdin":
+                Guarded.learner_acted(self)
             self.agent.write((json.dumps(parsed) + "\n").encode())
             await self.agent.drain()
 
@@ -308,6 +338,8 @@ class Terminal(tornado.websocket.WebSocketHandler):
 
 
 class Health(tornado.web.RequestHandler):
+    open_to_all = True
+
     def get(self):
         self.finish("ok\n")
 
@@ -319,11 +351,12 @@ def log_request(handler):
     log.log(level, "%d %s %s", status, handler.request.method, handler.request.path)
 
 
-def make_app(config, token):
+def make_app(config, token=None):
+    """The console's application: the token guards it, or, under a hub (config.hub), the hub's login."""
     access = Access(token, config.origins)
     shared = {"config": config, "access": access}
-    return tornado.web.Application([
-        (r"/", Page, shared),
+    routes = [
+        (r"/", Page, shared, "page"),
         (r"/api/units", Units, shared),
         (r"/api/units/([^/]+)/guide", Guide, shared),
         (r"/api/units/([^/]+)/(setup|check)", UnitScript, shared),
@@ -331,6 +364,22 @@ def make_app(config, token):
         (r"/api/grade", Grade, shared),
         (r"/terminal", Terminal, shared),
         (r"/healthz", Health),
-    ], template_path=str(HERE / "templates"), static_path=str(HERE / "static"),
+    ]
+    settings = {}
+    url_prefix = "/"
+    if config.hub:
+        from . import hub
+
+        url_prefix = hub.prefix()
+        routes = hub.login_handlers(routes, url_prefix, access)
+        settings["activity"] = hub.Activity()
+        settings["activity"].start()
+        settings["cookie_secret"] = read_or_create(config.data / "cookie-secret",
+                                                   lambda: secrets.token_hex(32))
+    return tornado.web.Application(
+        [tornado.web.url(pattern, handler, *rest[:1], name=rest[1] if len(rest) > 1 else None)
+         for pattern, handler, *rest in routes],
+        template_path=str(HERE / "templates"), static_path=str(HERE / "static"),
+        static_url_prefix=url_prefix + "static/",
         log_function=log_request, websocket_max_message_size=MESSAGE_LIMIT,
-        websocket_ping_interval=20, xsrf_cookies=False, compress_response=True)
+        websocket_ping_interval=20, xsrf_cookies=False, compress_response=True, **settings)

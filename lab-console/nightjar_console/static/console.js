@@ -9,8 +9,14 @@ let lang = body.dataset.lang;
 
 // ---- talking to the console --------------------------------------------------------
 
+// Every URL is under the console's own path: "/" on its own, /user/NAME/ under a course's hub,
+// whose login also asks for its XSRF token on every change.
+const base = body.dataset.base || "/";
+
 async function api(method, path, payload) {
   const options = { method, credentials: "same-origin", headers: {} };
+  if (body.dataset.xsrf && method !== "GET") options.headers["X-XSRFToken"] = body.dataset.xsrf;
+  path = base + path.replace(/^\//, "");
   if (payload !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(payload);
@@ -56,8 +62,8 @@ function linkTo(port) {
   if (forwarded) return `${location.protocol}//${forwarded[1]}-${port}${forwarded[2]}/`;
   return `${location.protocol}//${location.hostname}:${port}/`;
 }
-$("site-link").href = linkTo(body.dataset.sitePort);
-$("management-link").href = linkTo(body.dataset.managementPort);
+$("site-link").href = body.dataset.siteUrl || linkTo(body.dataset.sitePort);
+$("management-link").href = body.dataset.managementUrl || linkTo(body.dataset.managementPort);
 
 // ---- the guide ------------------------------------------------------------------------
 
@@ -206,7 +212,7 @@ function send(message) {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${scheme}://${location.host}/terminal?rows=${term.rows}&cols=${term.cols}`);
+  socket = new WebSocket(`${scheme}://${location.host}${base}terminal?rows=${term.rows}&cols=${term.cols}`);
   socket.onmessage = (event) => {
     const [kind, value] = JSON.parse(event.data);
     if (kind === "attached") {
