@@ -1,6 +1,7 @@
 # The course's JupyterHub with its proxy (configurable-http-proxy), DockerSpawner and
 # SwarmSpawner, the idle culler and NativeAuthenticator (course/requirements-hub.txt), and the
-# lab's course/ and nightjar/ packages its configuration imports. configurable-http-proxy 5
+# lab's course/, nightjar/ and grader/ packages its configuration and the course's service
+# (course/service.py, the same image) import. configurable-http-proxy 5
 # needs Node 20, which Debian 13 packages.
 ARG DEBIAN_IMAGE=debian:trixie-slim
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
@@ -22,10 +23,13 @@ ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
 RUN npm install --global --no-audit --no-fund configurable-http-proxy@5.3.0 \
  && npm cache clean --force
 
-COPY course/requirements-hub.txt /srv/nightjar/course/
-RUN pip install --no-cache-dir -r /srv/nightjar/course/requirements-hub.txt
+COPY pyproject.toml course/requirements-hub.txt /srv/nightjar/course/
+RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/srv/nightjar/course/pyproject.toml', 'rb'))['project']['dependencies']))" >> /srv/nightjar/course/requirements-hub.txt \
+ && pip install --no-cache-dir -r /srv/nightjar/course/requirements-hub.txt
 COPY nightjar/ /srv/nightjar/nightjar/
+COPY grader/ /srv/nightjar/grader/
 COPY course/ /srv/nightjar/course/
+ENV PYTHONPATH=/srv/nightjar
 WORKDIR /srv/jupyterhub
 EXPOSE 8000 8081
 CMD ["jupyterhub", "--config", "/srv/nightjar/course/jupyterhub_config.py"]

@@ -46,7 +46,9 @@ c.JupyterHub.hub_ip = "0.0.0.0"
 c.JupyterHub.hub_connect_ip = HUB  # the labs reach the hub's API by its container name
 c.JupyterHub.db_url = "sqlite:////srv/jupyterhub/data/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = "/srv/jupyterhub/data/jupyterhub_cookie_secret"
-c.ConfigurableHTTPProxy.pid_file = "/srv/jupyterhub/data/jupyterhub-proxy.pid"
+# On a tmpfs (compose.yaml): a hub container started again must not take another process of its
+# own for the proxy of its last run.
+c.ConfigurableHTTPProxy.pid_file = "/run/jupyterhub/proxy.pid"
 # A hub that restarts leaves the labs running; they are found again in its database.
 c.JupyterHub.cleanup_servers = False
 c.JupyterHub.cleanup_proxy = False
@@ -131,13 +133,26 @@ def join_learner_network(learner):
     except docker.errors.NotFound:
         network = client.networks.create(name, driver="overlay" if Base is SwarmSpawner else "bridge",
                                          attachable=Base is SwarmSpawner, labels={"nightjar.course": PROJECT})
+    join(network)
+    return name
+
+
+def join(network):
     network.reload()
     joined = {container["Name"] for container in network.attrs.get("Containers", {}).values()}
     for container in (HUB, BROKER):
         if container not in joined:
-            aliases = [container]
-            network.connect(container, aliases=aliases)
-    return name
+            network.connect(container, aliases=[container])
+
+
+def rejoin_learner_networks():
+    """A hub container made anew (an upgrade, `compose up` after a change) is on none of the
+    running labs' networks: it joins them again as it starts, and finds its labs."""
+    for network in docker.from_env().networks.list(filters={"label": f"nightjar.course={PROJECT}"}):
+        join(network)
+
+
+rejoin_learner_networks()
 
 
 def before_start(spawner):
@@ -150,6 +165,8 @@ def before_start(spawner):
     spawner.volumes = {learner.volume: WORK}
     spawner.environment.update({
         "NIGHTJAR_AMQP_URL": access.amqp_url,
+        # Grade: the course's service, through the hub's proxy (course/service.py).
+        "NIGHTJAR_CONSOLE_GRADER": f"http://{HUB}:8000/services/nightjar/",
         "NIGHTJAR_QUEUE": "nightjar.tickets",
         "NIGHTJAR_MANAGEMENT_URL": f"http://{BROKER}:15672/",
     })
@@ -174,6 +191,20 @@ c.DockerSpawner.extra_create_kwargs = {"labels": {"nightjar.course": PROJECT}}
 
 # ---- the idle culler: stops a lab nobody has used for a while (its files stay) --------------
 c.JupyterHub.load_roles = [{
+    # Learners may use the course's service (their lab's token holds what its owner may, and
+    # no more)...
+    "name": "user",
+    "scopes": ["self", "access:services!service=nightjar"],
+}, {
+    # ... and a lab's own token (its console's) may ask it to grade.
+    "name": "server",
+    "scopes": ["users:activity!user", "access:servers!server", "access:services!service=nightjar"],
+}, {
+    # The course's service reads who the learners are and a running lab's handler.py.
+    "name": "nightjar-service",
+    "scopes": ["list:users", "read:users", "read:users:groups", "read:servers", "access:servers"],
+    "services": ["nightjar"],
+}, {
     "name": "idle-culler",
     "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
     "services": ["idle-culler"],
@@ -183,6 +214,12 @@ c.JupyterHub.load_roles = [{
     "services": ["course-admin"],
 }]
 c.JupyterHub.services = [{
+    "name": "nightjar",
+    "url": f"http://{PROJECT}-service:9000",
+    "api_token": env["NIGHTJAR_COURSE_SERVICE_TOKEN"],
+    "oauth_no_confirm": True,
+    "display": True,
+}, {
     "name": "idle-culler",
     "command": [sys.executable, "-m", "jupyterhub_idle_culler",
                 f"--timeout={env.get('NIGHTJAR_COURSE_IDLE_SECONDS', '3600')}",

@@ -48,8 +48,10 @@ def settings(environ):
     folder.mkdir(parents=True, exist_ok=True)
     read_or_create(folder / "api-token", lambda: secrets.token_hex(32))
     env["NIGHTJAR_COURSE_API_TOKEN_FILE"] = str(folder / "api-token")
-    env["NIGHTJAR_COURSE_BROKER_PASSWORD"] = read_or_create(folder / "broker-password",
-                                                            lambda: secrets.token_urlsafe(24))
+    for name, kept in (("NIGHTJAR_COURSE_BROKER_PASSWORD", "broker-password"),
+                       ("NIGHTJAR_FARM_PASSWORD", "farm-password"),
+                       ("NIGHTJAR_COURSE_SERVICE_TOKEN", "service-token")):
+        env[name] = read_or_create(folder / kept, lambda: secrets.token_urlsafe(24))
     return env
 
 
@@ -66,7 +68,8 @@ def hub_url(env):
 
 
 def compose_command(env):
-    return [*compose.choose(env), "-p", project(env), "-f", str(COMPOSE_FILE)]
+    # The grading host comes from the lab's compose.yaml, where it is of the profile "farm".
+    return [*compose.choose(env), "-p", project(env), "-f", str(COMPOSE_FILE), "--profile", "farm"]
 
 
 def run(command, env, what):

@@ -6,7 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from browserkit import needs_chromium
-from consolepage import clear_terminal, open_console, run_command, wait_for_screen
+from consolepage import (clear_terminal, expected_screen, open_console, run_command, verdict_rows,
+                         wait_for_screen, walk_unit_2)
 from coursekit import Course, log_in_page, names
 from stackkit import require_engine
 
@@ -105,3 +106,36 @@ def test_a_lab_stopped_and_started_again_keeps_handler_py_and_the_live_database(
     # Still queued on the course's broker, and still waiting for its ticket in the live database.
     assert f"  {registered}  Kept guest  no ticket       no              ! waiting for its ticket" in status
     assert status[-1] == "Queue nightjar.tickets: 1 ready, 0 unacknowledged, 0 dead-lettered (in nightjar.tickets.dead)"
+
+
+def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, browser):
+    """Each in their own page: Ctrl+C gives 130, then redelivered=True, Check says done, and
+    Grade shows the farm's verdicts. Then the instructor's page shows both."""
+    for session in learners.values():
+        page = log_in_page(browser.new_context(), course, session.name, session.password)
+        shown, prompt, registration_id, verdict = walk_unit_2(page, course.lab_url(session.name))
+        assert shown == expected_screen(prompt, registration_id)
+        assert verdict_rows(page) == [(check["name"], "PASS" if check["passed"] else "FAIL")
+                                      for check in verdict["checks"]]
+        # Unit 2's handler acks after the commit but is not idempotent yet: check 4 fails.
+        assert [check["passed"] for check in verdict["checks"]] == [True, True, True, False, True, False]
+
+    instructor = log_in_page(browser.new_context(), course, "instructor",
+                             (course.folder / "var" / "instructor-password").read_text().strip())
+    instructor.goto(f"{course.url}/services/nightjar/")
+    rows = instructor.locator("table tr").all()[1:]
+    assert [row.locator("th").inner_text() for row in rows] == ["ada", "bob.smith"]
+    for row in rows:
+        cells = row.locator("td").all_inner_texts()
+        assert cells[0:2] == ["running", "2"], cells
+        assert cells[2].startswith("FAIL 4/6 at "), cells
+        assert "4. Interrupted after the commit" in cells[3], cells
+    instructor.get_by_role("button", name="Grade all").click()
+    expect(instructor.get_by_role("status")).to_have_text(
+        "Graded 2 learners' handler.py on the farm.", timeout=300_000)
+    report = instructor.request.get(f"{course.url}/services/nightjar/report.csv")
+    assert report.status == 200
+    assert [line.split(",")[0] for line in report.text().splitlines()[1:]] == ["ada", "bob.smith"]
+    # A learner's login does not open the instructor's page.
+    learner_page = log_in_page(browser.new_context(), course, "ada", learners[ADA].password)
+    assert learner_page.goto(f"{course.url}/services/nightjar/").status == 403

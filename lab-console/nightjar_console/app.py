@@ -221,6 +221,9 @@ class UnitScript(Api):
         progress = Progress(self.config.data)
         if action == "check" and status == 0:
             progress.passed(key)
+            if self.config.hub:
+                from . import hub
+                asyncio.ensure_future(hub.tell_passed(self.config.grader_url, key))
         if action == "setup" and status == 0:
             progress.set_up(key)
         self.finish({"key": key, "action": action, "status": status, "done": status == 0, "lines": lines})
@@ -271,8 +274,9 @@ class File(Api):
 class Grade(Api):
     async def post(self):
         self.learner_acted()
+        sent = (self.config.workstation / EDITABLE).read_bytes() if self.config.hub else None
         try:
-            verdict = await grading.grade(self.config.grader_url)
+            verdict = await grading.grade(self.config.grader_url, sent)
         except grading.CannotGrade as error:
             self.fail(503, f"Cannot grade: {error}")
         self.finish(verdict)

@@ -10,12 +10,12 @@ let lang = body.dataset.lang;
 // ---- talking to the console --------------------------------------------------------
 
 // Every URL is under the console's own path: "/" on its own, /user/NAME/ under a course's hub,
-// whose login also asks for its XSRF token on every change.
+// whose login also asks for its XSRF token on every call a script makes.
 const base = body.dataset.base || "/";
 
 async function api(method, path, payload) {
   const options = { method, credentials: "same-origin", headers: {} };
-  if (body.dataset.xsrf && method !== "GET") options.headers["X-XSRFToken"] = body.dataset.xsrf;
+  if (body.dataset.xsrf) options.headers["X-XSRFToken"] = body.dataset.xsrf;
   path = base + path.replace(/^\//, "");
   if (payload !== undefined) {
     options.headers["Content-Type"] = "application/json";
