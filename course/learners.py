@@ -40,10 +40,12 @@ from nightjar.config import local_var_folder
 from nightjar.sandbox.rabbitadmin import Admin, AdminError, Tenant, default_management_url
 
 # DockerSpawner's name_template and the learner's volume, as formats of the slug.
+# DockerSpawner renders both with its template_namespace(): a subclass adds
+# {"slug": names(self.user.name).slug} to it.
 CONTAINER_TEMPLATE = "nightjar-lab-{slug}"
 VOLUME_TEMPLATE = "nightjar-lab-{slug}-files"
 RABBIT_TEMPLATE = "learner-{slug}"  # the vhost and the RabbitMQ user
-READABLE_LENGTH = 24  # of the slug's readable part; the longest container name is 13 + 35
+READABLE_LENGTH = 24  # so a slug has at most 2 + 24 + 1 + 10 characters, a volume name 56 (of 63)
 HASH_LENGTH = 10  # hex digits: 40 bits, about 1 in 20 million that two of 300 learners clash
 
 # What one learner may use of the shared broker. A connection costs the broker
