@@ -132,6 +132,6 @@ course: ## a demo course on this Docker engine: JupyterHub, a lab per learner, o
 course-down: ## stop the course and every learner's lab (their files stay)
 	@$(PYTHON) scripts/run_course.py down
 
-base-images: ## build the base images from Debian packages: Python, RabbitMQ 4.0 and 3.10 (no registry needed; root)
+base-images: ## build the base images from Debian packages: Python, RabbitMQ 4.0, 3.10 and 4.3 (no registry needed; root)
 	@$(NEED_DOCKER)
 	@scripts/build-base-images

@@ -23,7 +23,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from nightjar.harness.rabbitnode import free_port
-from stackkit import ROOT, base_images, run
+from stackkit import RABBITMQ_4_3_IMAGE, ROOT, base_images, ensure_built, run
 
 sys.path.insert(0, str(ROOT))
 from course.learners import names  # noqa: E402
@@ -31,8 +31,8 @@ from course.learners import names  # noqa: E402
 sys.path.insert(0, str(ROOT / "scripts"))
 import run_course  # noqa: E402  (scripts/run_course.py: make course)
 
-RABBITMQ_IMAGE = "nightjar-base/rabbitmq:4.3-sid"  # the course's broker: RabbitMQ 4.3
-DEBIAN_IMAGE = "nightjar-base/debian:trixie"       # the hub's base (Node 20 for its proxy)
+# The hub's base: Debian 13, whose Node 20 its proxy needs (scripts/build-base-images makes it).
+DEBIAN_IMAGE = "nightjar-base/debian:trixie"
 
 
 class Course:
@@ -40,8 +40,9 @@ class Course:
         self.folder = Path(folder)
         self.project = f"nightjar-course-test-{secrets.token_hex(3)}"
         self.port = free_port()
+        ensure_built(RABBITMQ_4_3_IMAGE, DEBIAN_IMAGE)  # the course's brokers run RabbitMQ 4.3
         self.env = {**os.environ, **base_images(dict(os.environ)),
-                    "NIGHTJAR_COURSE_RABBITMQ_IMAGE": RABBITMQ_IMAGE,
+                    "NIGHTJAR_COURSE_RABBITMQ_IMAGE": RABBITMQ_4_3_IMAGE,
                     "NIGHTJAR_DEBIAN_IMAGE": DEBIAN_IMAGE,
                     "NIGHTJAR_COURSE_PROJECT": self.project,
                     "NIGHTJAR_COURSE_PORT": str(self.port),
