@@ -27,6 +27,7 @@ import os
 import sys
 
 import docker
+from docker.types import Mount, RestartPolicy
 from dockerspawner import DockerSpawner, SwarmSpawner
 
 sys.path.insert(0, "/srv/nightjar")
@@ -99,7 +100,40 @@ native_login_on_jupyterhub_6()
 c.Authenticator.allow_all = True  # whoever the authenticator lets in (NativeAuthenticator: authorized)
 
 # ---- the labs -----------------------------------------------------------------------------
-Base = SwarmSpawner if env.get("NIGHTJAR_COURSE_SPAWNER") == "swarm" else DockerSpawner
+SWARM = env.get("NIGHTJAR_COURSE_SPAWNER") == "swarm"
+PIDS = int(env.get("NIGHTJAR_COURSE_PIDS", "256"))
+
+
+class SwarmLab(SwarmSpawner):
+    """SwarmSpawner, with what a lab needs that dockerspawner 14 does not give a service: the
+    learner's named volume, the pids limit, and the hub finding a lab started again."""
+
+    @property
+    def mounts(self):
+        # SwarmSpawner mounts every volume as a bind mount, which fails for a named volume.
+        return [Mount(target=volume["bind"], source=source, read_only=volume["mode"] == "ro",
+                      type="bind" if source.startswith("/") else "volume",
+                      driver_config=None if source.startswith("/") else self.mount_driver_config)
+                for source, volume in self.volume_binds.items()]
+
+    def docker(self, method, *args, **kwargs):
+        # docker-py's Resources knows no pids limit; the engine's API (1.41) takes it.
+        if method == "create_service":
+            kwargs["task_template"]["Resources"].setdefault("Limits", {})["Pids"] = PIDS
+        return super().docker(method, *args, **kwargs)
+
+    async def get_ip_and_port(self):
+        # The task's own address on the learner's network, as DockerSpawner gives a container's.
+        # SwarmSpawner gives the service's name, and after a stop and a start the hub's HTTP
+        # client kept reaching the address the name had before, the old task's.
+        task = await self.get_task()
+        for attachment in task.get("NetworksAttachments", []):
+            if attachment["Network"]["Spec"]["Name"] == self.network_name:
+                return attachment["Addresses"][0].split("/")[0], self.port
+        raise RuntimeError(f"{self.service_name}'s task is not on the network {self.network_name}")
+
+
+Base = SwarmLab if SWARM else DockerSpawner
 
 
 class CourseSpawner(Base):
@@ -131,15 +165,16 @@ def join_learner_network(learner):
     try:
         network = client.networks.get(name)
     except docker.errors.NotFound:
-        network = client.networks.create(name, driver="overlay" if Base is SwarmSpawner else "bridge",
-                                         attachable=Base is SwarmSpawner, labels={"nightjar.course": PROJECT})
+        # Under swarm, an overlay network the hub's and the broker's containers can join.
+        network = client.networks.create(name, driver="overlay" if SWARM else "bridge",
+                                         attachable=SWARM, labels={"nightjar.course": PROJECT})
     join(network)
     return name
 
 
 def join(network):
     network.reload()
-    joined = {container["Name"] for container in network.attrs.get("Containers", {}).values()}
+    joined = {container["Name"] for container in (network.attrs.get("Containers") or {}).values()}
     for container in (HUB, BROKER):
         if container not in joined:
             network.connect(container, aliases=[container])
@@ -178,14 +213,20 @@ c.DockerSpawner.image = env.get("NIGHTJAR_LEARNER_IMAGE", "nightjar-course/learn
 c.DockerSpawner.cmd = ["python3", "/app/course/learner.py"]
 c.DockerSpawner.port = 8888
 c.DockerSpawner.use_internal_ip = True
-c.DockerSpawner.remove = True           # the container goes when the lab stops; its volume stays
-c.DockerSpawner.pull_policy = "never"   # built here (make course), never pulled
+if not SWARM:  # (a service's containers always go with it)
+    c.DockerSpawner.remove = True       # the container goes when the lab stops; its volume stays
+# Built here (make course), never pulled; a swarm's nodes pull it themselves (README).
+c.DockerSpawner.pull_policy = "skip" if SWARM else "never"
 c.DockerSpawner.http_timeout = 60
 c.DockerSpawner.start_timeout = 120
 c.Spawner.mem_limit = env.get("NIGHTJAR_COURSE_MEMORY", "384M")
 c.Spawner.cpu_limit = float(env.get("NIGHTJAR_COURSE_CPUS", "1"))
-c.DockerSpawner.extra_host_config = {"pids_limit": int(env.get("NIGHTJAR_COURSE_PIDS", "256")),
-                                     "init": True}
+c.DockerSpawner.extra_host_config = {"pids_limit": PIDS, "init": True}
+# Under swarm each lab is a service of one task (SwarmLab above: the same limits). A task that
+# ends (killed, out of memory) is not restarted by the swarm at another address behind the hub's
+# back: the hub sees the lab stopped, and the next visit starts it again, as with DockerSpawner.
+c.SwarmSpawner.extra_container_spec = {"init": True}
+c.SwarmSpawner.extra_task_spec = {"restart_policy": RestartPolicy(condition="none")}
 # Every lab the course starts carries its label: make course-down finds them by it.
 c.DockerSpawner.extra_create_kwargs = {"labels": {"nightjar.course": PROJECT}}
 

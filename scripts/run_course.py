@@ -130,9 +130,28 @@ def up(environ):
     print("\n".join(lines))
 
 
+def remove_services(env, label):
+    """Under SwarmSpawner the labs are swarm services: remove them, and wait until their tasks'
+    containers are gone (they hold the labs' networks and volumes). Their names."""
+    manager = run(["docker", "info", "--format", "{{.Swarm.ControlAvailable}}"], env, "Asking the engine")
+    if manager.strip() != "true":
+        return []
+    services = run(["docker", "service", "ls", "--format", "{{.Name}}", "--filter", f"label={label}"],
+                   env, "Listing the labs' services").split()
+    if services:
+        run(["docker", "service", "rm", *services], env, "Removing the labs' services")
+    deadline = time.monotonic() + 60
+    for service in services:
+        while run(["docker", "ps", "-aq", "--filter", f"label=com.docker.swarm.service.name={service}"],
+                  env, "Listing a service's containers").strip() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    return services
+
+
 def down(environ):
     env = settings(environ)
     label = f"nightjar.course={project(env)}"
+    services = remove_services(env, label)
     labs = run(["docker", "ps", "-aq", "--filter", f"label={label}"], env, "Listing the labs").split()
     if labs:
         run(["docker", "rm", "-f", *labs], env, "Stopping the labs")
@@ -141,7 +160,8 @@ def down(environ):
                    "Listing the labs' networks").split()
     if networks:
         run(["docker", "network", "rm", *networks], env, "Removing the labs' networks")
-    print(f"Stopped the course and {len(labs)} lab(s); every learner's files stay in their volume.")
+    print(f"Stopped the course and {len(services) + len(labs)} lab(s); every learner's files stay"
+          " in their volume.")
 
 
 def main(argv):

@@ -66,12 +66,13 @@ class Course:
         """make course-down, then what a test leaves besides: the volumes."""
         done = run([sys.executable, "scripts/run_course.py", "down"], self.env, timeout=300)
         volumes = [names(name).volume for name in self.learners]
-        volumes += [f"{self.project}_hub-data", f"{self.project}_broker-data"]
+        volumes += [f"{self.project}_{volume}" for volume in ("hub-data", "broker-data", "service-data", "farm-data")]
         run(["docker", "volume", "rm", "-f", *volumes], self.env)
         return done
 
     def logs(self, container):
-        return run(["docker", "logs", "--tail", "60", container], self.env).stdout
+        done = run(["docker", "logs", "--tail", "60", container], self.env)
+        return done.stdout + done.stderr  # the hub logs to its stderr
 
     @property
     def hub_container(self):

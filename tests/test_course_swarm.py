@@ -1,0 +1,121 @@
+"""The same course on a Docker swarm (course/jupyterhub_config.py with NIGHTJAR_COURSE_SPAWNER=swarm):
+SwarmSpawner runs each learner's lab as a swarm service of one task, from the learner image, on
+an overlay network of the learner's own that the hub's and the broker's compose containers join.
+On a one-node swarm of this machine's engine; one learner, one walk."""
+
+import json
+import secrets
+import time
+
+import pytest
+
+from browserkit import needs_chromium
+from consolepage import clear_terminal, open_console, run_command, wait_for_screen
+from coursekit import Course, log_in_page, names
+from stackkit import cannot_run, require_engine, run
+
+pytestmark = [pytest.mark.containers, needs_chromium]
+
+# A learner's volume is named after the learner alone: a name of this run's own keeps it apart
+# from the other course tests' learners on the same engine.
+ADA = f"ada-{secrets.token_hex(3)}"
+# Limits of their own, so the test sees them reach the lab rather than Docker's defaults.
+LIMITS = {"NIGHTJAR_COURSE_MEMORY": "320M", "NIGHTJAR_COURSE_CPUS": "0.5", "NIGHTJAR_COURSE_PIDS": "200"}
+
+
+def docker(*args):
+    done = run(["docker", *args], None, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def swarm():
+    """The engine as a swarm manager: a one-node swarm made here when it is in none, and left
+    afterwards; an engine that was in a swarm already is left in it."""
+    require_engine()
+    state = docker("info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}").split()
+    made = state[0] == "inactive"
+    # The bridge swarm mode makes for its tasks stays when the node leaves: it goes with the swarm.
+    bridge_was_there = "docker_gwbridge" in docker("network", "ls", "--format", "{{.Name}}").split()
+    if made:
+        docker("swarm", "init", "--advertise-addr", "127.0.0.1")
+    elif state != ["active", "true"]:
+        cannot_run(f"the Docker engine is in a swarm but not its manager ({' '.join(state)})")
+    try:
+        yield
+    finally:
+        if made:
+            docker("swarm", "leave", "--force")
+            if not bridge_was_there:
+                docker("network", "rm", "docker_gwbridge")
+
+
+@pytest.fixture(scope="module")
+def course(swarm, tmp_path_factory):
+    course = Course(tmp_path_factory.mktemp("course"), NIGHTJAR_COURSE_SPAWNER="swarm", **LIMITS)
+    try:
+        course.up()
+        yield course
+    finally:
+        course.down()
+        label = f"label=nightjar.course={course.project}"
+        # Nothing of the course is left: no service, no network, no volume.
+        assert docker("service", "ls", "-q", "--filter", label) == ""
+        assert docker("network", "ls", "-q", "--filter", label) == ""
+        assert docker("volume", "ls", "-q", "--filter", f"name={names(ADA).volume}") == ""
+        assert docker("volume", "ls", "-q", "--filter", f"name={course.project}") == ""
+
+
+def task_container(name):
+    """The container of the learner's service's one task."""
+    found = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={names(name).container}")
+    assert len(found.split()) == 1, found
+    return found.strip()
+
+
+def terminal_answers(course, browser, learner):
+    """Log in as the learner, start their lab (as the hub's Start button does) and have its
+    terminal answer a command; the seconds it took."""
+    started = time.monotonic()
+    page = log_in_page(browser.new_context(), course, learner.name, learner.password)
+    course.start_lab(learner.name)
+    open_console(page, course.lab_url(learner.name))
+    prompt = clear_terminal(page)
+    run_command(page, prompt, "echo $NIGHTJAR_AMQP_URL | cut -d@ -f2")
+    wait_for_screen(page, lambda lines: names(learner.name).vhost in lines[-2])
+    seconds = time.monotonic() - started
+    page.context.close()
+    return seconds
+
+
+def test_a_learners_lab_is_a_swarm_service_with_its_limits_and_files(course, browser):
+    ada = course.learner(ADA)
+    first = terminal_answers(course, browser, ada)
+
+    service = json.loads(docker("service", "inspect", names(ADA).container))[0]
+    assert service["Spec"]["Labels"] == {"nightjar.course": course.project}
+    lab = json.loads(docker("inspect", task_container(ADA)))[0]
+    limits = lab["HostConfig"]
+    assert (limits["Memory"], limits["NanoCpus"], limits["PidsLimit"], limits["Init"]) == \
+        (320 * 1024 * 1024, 500_000_000, 200, True)
+    assert [mount["Name"] for mount in lab["Mounts"]] == [names(ADA).volume]
+    # Its own overlay network, with the hub and the broker on it (attachable), and nothing else.
+    [network] = lab["NetworkSettings"]["Networks"]
+    joined = json.loads(docker("network", "inspect", network))[0]
+    assert (joined["Driver"], joined["Attachable"]) == ("overlay", True)
+    containers = {container["Name"] for container in joined["Containers"].values()}
+    assert containers == {course.hub_container, course.broker_container, lab["Name"].lstrip("/"),
+                          f"{network}-endpoint"}, containers  # the last: the node's own, swarm's
+
+    # Stopped (the service goes) and started again (a new task): handler.py is kept.
+    edited = run(["docker", "exec", "--user", "1000", task_container(ADA), "bash", "-c",
+                  "echo '# mine' >> handler.py"], None)
+    assert edited.returncode == 0, edited.stderr
+    course.stop_lab(ADA)
+    assert docker("service", "ls", "-q", "--filter", f"name={names(ADA).container}") == ""
+    again = terminal_answers(course, browser, ada)
+    kept = run(["docker", "exec", task_container(ADA), "tail", "-n", "1", "handler.py"], None)
+    assert kept.stdout == "# mine\n", kept.stdout + kept.stderr
+    print(f"\nSwarmSpawner, one learner: login to terminal ready in {first:.1f} s,"
+          f" {again:.1f} s after a stop")
