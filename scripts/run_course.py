@@ -108,6 +108,9 @@ def sign_up(env, name, password):
 
 def up(environ):
     env = settings(environ)
+    if env.get("NIGHTJAR_COURSE_SPAWNER") == "swarm" and not swarm_manager(env):
+        raise SystemExit("NIGHTJAR_COURSE_SPAWNER=swarm needs this Docker engine to be a swarm manager:"
+                         " `docker swarm init --advertise-addr ADDRESS` makes a one-node swarm.")
     image = env.get("NIGHTJAR_LEARNER_IMAGE") or "nightjar-course/learner"
     python_image = env.get("NIGHTJAR_PYTHON_IMAGE") or "python:3.11.13-slim-bookworm"
     print(f"Building the learner image {image}")
@@ -130,11 +133,16 @@ def up(environ):
     print("\n".join(lines))
 
 
+def swarm_manager(env):
+    """Whether this Docker engine manages a swarm (NIGHTJAR_COURSE_SPAWNER=swarm needs one)."""
+    answer = run(["docker", "info", "--format", "{{.Swarm.ControlAvailable}}"], env, "Asking the engine")
+    return answer.strip() == "true"
+
+
 def remove_services(env, label):
     """Under SwarmSpawner the labs are swarm services: remove them, and wait until their tasks'
     containers are gone (they hold the labs' networks and volumes). Their names."""
-    manager = run(["docker", "info", "--format", "{{.Swarm.ControlAvailable}}"], env, "Asking the engine")
-    if manager.strip() != "true":
+    if not swarm_manager(env):
         return []
     services = run(["docker", "service", "ls", "--format", "{{.Name}}", "--filter", f"label={label}"],
                    env, "Listing the labs' services").split()
