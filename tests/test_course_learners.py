@@ -167,13 +167,14 @@ def test_the_labs_queues_work_and_a_full_queue_refuses_the_next_job(course, tmp_
     assert learners.MAX_LENGTH <= accepted <= learners.MAX_LENGTH + 1
     # What the learner sees: the registration is saved, and waits for the queue.
     registration_id, queued = queueing.register(db, settings, "Mina Patel")
-    assert not queued and registration_id in [row[0] for row in db.execute("SELECT id FROM registrations")]
+    assert queued is queueing.Outcome.UNREACHABLE  # the full queue refused it
+    assert registration_id in [row[0] for row in db.execute("SELECT id FROM registrations")]
     with queueing.publisher(settings) as channel:
         assert broker.ready_count(channel, settings.queue) == accepted
         method, _, body = channel.basic_get(settings.queue)
         assert method.redelivered is False and json.loads(body)["id"] == "R-0000"
         channel.basic_ack(method.delivery_tag)
-    assert queueing.register(db, settings, "Normal guest")[1] is True  # room again: queued
+    assert queueing.register(db, settings, "Normal guest")[1] is queueing.Outcome.QUEUED  # room again
     db.close()
 
 
