@@ -63,6 +63,16 @@ def test_every_name_maps_safely_and_uniquely():
     assert len(owners) == 5 * len(every) > 5 * 3000
 
 
+def test_a_courses_name_goes_into_its_docker_names_and_stays_within_63_characters():
+    longest = learners.names("1" + "x" * 200, course="c" * 19)  # "u-1xxx…": the longest slug
+    assert longest.container.startswith("ccccccccccccccccccc-u-1xxx") and len(longest.volume) == 63
+    assert learners.names("ada", "njc-test-1").container != learners.names("ada").container
+    assert learners.names("ada", "njc-test-1").vhost == learners.names("ada").vhost  # a broker each
+    for bad in ("c" * 20, "Course", "1course", "", "a_b"):
+        with pytest.raises(ValueError, match="a course's name is"):
+            learners.names("ada", bad)
+
+
 def test_a_slug_keeps_what_it_can_read_of_the_name():
     assert learners.names("Alice.Smith@example.org").slug.startswith("alice-smith-example-org-")
     assert learners.names("Zoë").slug.startswith("zoe-")

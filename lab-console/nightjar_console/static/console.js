@@ -229,12 +229,30 @@ function connect() {
       told = true;
     }
   };
-  socket.onclose = () => {
+  socket.onclose = async () => {
     if (!told) status("Disconnected from the Workstation; connecting again…");
     told = false;
+    if (await loginEnded()) return;
     setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
   };
+}
+
+// Under a course's hub, a lab started again no longer knows the page's login: the page logs in
+// again through the hub (a reload), unless that would lose edits not saved yet.
+async function loginEnded() {
+  if (!body.dataset.xsrf) return false;
+  // Bounded: while the hub starts the lab it may hold a request unanswered.
+  const answer = await fetch(base + "api/units", { headers: { "X-XSRFToken": body.dataset.xsrf },
+                                                  signal: AbortSignal.timeout(10000) })
+    .catch(() => null);
+  if (!answer || answer.status !== 403) return false;
+  if (!dirty()) {
+    location.reload();
+    return true;
+  }
+  status("Your lab started again: copy your handler.py edits, then reload this page to log in to it.");
+  return true;
 }
 
 term.onData((data) => send(["stdin", data]));
