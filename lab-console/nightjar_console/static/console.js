@@ -109,7 +109,7 @@ function addCopyButtons(guide) {
 async function loadGuide() {
   const guide = $("guide");
   try {
-    const found = await api("GET", `/api/units/${encodeURIComponent(unitKey())}/guide?lang=${lang}`);
+    const found = await api("GET", `api/units/${encodeURIComponent(unitKey())}/guide?lang=${lang}`);
     guide.innerHTML = found.html; // rendered by the console from the lab's own guide; raw HTML escaped
     guide.lang = found.lang;
     addCopyButtons(guide);
@@ -141,7 +141,7 @@ $("setup").addEventListener("click", async () => {
   busy(button, true);
   show($("setup-result"), element("p", `Setting up ${unitName(key)}…`));
   try {
-    const done = await api("POST", `/api/units/${encodeURIComponent(key)}/setup`, { lang });
+    const done = await api("POST", `api/units/${encodeURIComponent(key)}/setup`, { lang });
     const heading = done.status === 0 ? `${unitName(key)} is set up.` : `The setup stopped (status ${done.status}).`;
     show($("setup-result"), element("p", heading[0].toUpperCase() + heading.slice(1)), lines(done.lines));
     await loadHandler({ replace: true });
@@ -158,7 +158,7 @@ $("check").addEventListener("click", async () => {
   busy(button, true);
   show($("check-result"), element("p", `Checking ${unitName(key)}…`));
   try {
-    const checked = await api("POST", `/api/units/${encodeURIComponent(key)}/check`, { lang });
+    const checked = await api("POST", `api/units/${encodeURIComponent(key)}/check`, { lang });
     const verdict = checked.done ? "Done" : checked.status === 1 ? "Not done yet" : "Could not check";
     show($("check-result"), element("p", verdict, { class: `verdict ${checked.done ? "pass" : "fail"}` }),
          lines(checked.lines));
@@ -175,7 +175,9 @@ $("check").addEventListener("click", async () => {
 
 // ---- the terminal ---------------------------------------------------------------------
 
-const term = new Terminal({ cursorBlink: true, fontSize: 14, scrollback: 5000,
+// A row of 1.2 times the font: at 1.0 the DOM renderer clips the underscore's pixels
+// (basic_ack drawn as "basic ack"), at every zoom.
+const term = new Terminal({ cursorBlink: true, fontSize: 14, lineHeight: 1.2, scrollback: 5000,
                             fontFamily: "ui-monospace, 'DejaVu Sans Mono', monospace" });
 const fit = new FitAddon();
 term.loadAddon(fit);
@@ -205,8 +207,10 @@ function send(message) {
 }
 
 function connect() {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  socket = new WebSocket(`${scheme}://${location.host}/terminal?rows=${term.rows}&cols=${term.cols}`);
+  // Relative to the page, as every request here: the console may be served under a prefix.
+  const address = new URL(`terminal?rows=${term.rows}&cols=${term.cols}`, location.href);
+  address.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  socket = new WebSocket(address);
   socket.onmessage = (event) => {
     const [kind, value] = JSON.parse(event.data);
     if (kind === "attached") {
@@ -270,7 +274,7 @@ function goToLine(number) {
 
 async function loadHandler({ replace = false } = {}) {
   try {
-    const file = await api("GET", "/api/files/handler.py");
+    const file = await api("GET", "api/files/handler.py");
     if (file.version === loadedVersion) return;
     if (dirty() && !replace) {
       const note = element("p", "handler.py changed in the Workstation (the terminal?) while you edit it here.");
@@ -293,7 +297,7 @@ async function save(force = false) {
   const button = $("save");
   busy(button, true);
   try {
-    const saved = await api("PUT", "/api/files/handler.py", { text: editor.value, version: loadedVersion, force });
+    const saved = await api("PUT", "api/files/handler.py", { text: editor.value, version: loadedVersion, force });
     loadedText = editor.value;
     loadedVersion = saved.version;
     show($("save-result"), element("p", "Saved handler.py in the Workstation."), ...problemNodes(saved.problem));
@@ -363,7 +367,7 @@ $("grade").addEventListener("click", async () => {
   show($("grade-result"), element("p", "Grading handler.py (a few seconds)…"));
   try {
     if (dirty()) await save();
-    const verdict = await api("POST", "/api/grade");
+    const verdict = await api("POST", "api/grade");
     if (verdict.error) {
       show($("grade-result"), element("p", `Cannot grade: ${verdict.error}`));
     } else {

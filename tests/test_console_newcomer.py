@@ -1,0 +1,80 @@
+"""The lab console as a newcomer meets it, in Chromium: every character drawn (read from the
+screen's pixels), the guide as the console shows it, its boxes fitting or scrolling, a Grade
+result that belongs to one handler.py, and the way out for a stuck learner. One console for
+the module: its tests share its Workstation, each bringing it to the state it needs."""
+
+import pytest
+from playwright.sync_api import expect
+
+from browserkit import needs_chromium
+from consolekit import TOKEN, Console
+from consolepage import clear_terminal, ink, open_console, run_command, wait_for_screen
+from labkit import Lab
+
+pytestmark = needs_chromium
+ZOOMS = (1, 1.25, 1.5)
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory, grading_broker):
+    lab = Lab(tmp_path_factory.mktemp("lab"))
+    console = Console(lab, tmp_path_factory.mktemp("console"), grading_broker=grading_broker)
+    yield console
+    console.stop()
+    lab.cleanup()
+
+
+@pytest.mark.parametrize("zoom", ZOOMS)
+def test_every_underscore_is_drawn(console, browser, zoom):
+    """At 100 %, 125 % and 150 % (the screen's pixels per CSS pixel, as the browser's zoom sets
+    them): a terminal row of underscores alone, an editor line of them, and the underscore of
+    a guide's code block each leave ink on the screen."""
+    context = browser.new_context(device_scale_factor=zoom, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        open_console(page, f"{console.url}?token={TOKEN}")
+        prompt = clear_terminal(page)
+        run_command(page, prompt, "printf '%s\\n' ________________")
+        row = page.locator("#terminal .xterm-rows > div", has_text="________________").last
+        assert row.inner_text().strip() == "________________"
+        assert ink(page, row.bounding_box()) > 0, f"the terminal's underscores are not drawn at {zoom}"
+
+        editor = page.locator("#editor")
+        editor.fill("________________\n")
+        box = editor.bounding_box()
+        line = page.evaluate("""() => {
+            const style = getComputedStyle(document.getElementById('editor'));
+            return { top: parseFloat(style.paddingTop) + parseFloat(style.borderTopWidth),
+                     left: parseFloat(style.paddingLeft) + parseFloat(style.borderLeftWidth),
+                     height: parseFloat(style.lineHeight) };
+        }""")
+        first_line = {"x": box["x"] + line["left"], "y": box["y"] + line["top"], "width": 100,
+                      "height": line["height"]}
+        assert ink(page, first_line) > 0, f"the editor's underscores are not drawn at {zoom}"
+
+        page.get_by_label("Unit", exact=True).select_option("2")
+        expect(page.locator("#guide h3")).to_have_text("Unit 2 · Acknowledge only finished work")
+        underscore = page.evaluate("""() => {
+            for (const code of document.querySelectorAll('#guide pre code')) {
+                const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    const at = node.data.indexOf('_');
+                    if (at < 0) continue;
+                    node.parentElement.scrollIntoView({ block: 'center' });
+                    const range = document.createRange();
+                    range.setStart(node, at);
+                    range.setEnd(node, at + 1);
+                    const pre = code.parentElement;  // a wide block scrolls: bring the character in
+                    pre.scrollLeft += range.getBoundingClientRect().x - pre.getBoundingClientRect().x - 20;
+                    // The line's own box: the glyph's box and the half-leading above and below it.
+                    const r = range.getBoundingClientRect();
+                    const leading = (parseFloat(getComputedStyle(pre).lineHeight) - r.height) / 2;
+                    return { x: r.x, y: r.y - leading, width: r.width, height: r.height + 2 * leading };
+                }
+            }
+            return null;
+        }""")
+        assert underscore is not None, "no underscore in unit 2's code blocks"
+        assert ink(page, underscore) > 0, f"the guide's underscore is not drawn at {zoom}"
+    finally:
+        context.close()
