@@ -78,3 +78,29 @@ def test_every_underscore_is_drawn(console, browser, zoom):
         assert ink(page, underscore) > 0, f"the guide's underscore is not drawn at {zoom}"
     finally:
         context.close()
+
+
+def test_a_grade_belongs_to_the_handler_it_judged(console, page):
+    """The verdict names its time; once handler.py changes (here in the terminal) it says it is
+    for an earlier handler.py, graded at that time; a new Grade clears that."""
+    open_console(page, f"{console.url}?token={TOKEN}")
+    expect(page.locator("#editor")).not_to_have_value("")
+    grade = page.get_by_role("button", name="Grade handler.py")
+    with page.expect_response("**/api/grade", timeout=300_000):
+        grade.click()
+    expect(page.locator("#grade-result table")).to_have_count(1)
+    graded_at = page.locator("#graded-at").inner_text()
+    assert graded_at.startswith("Graded at ")
+    expect(page.locator("#grade-old")).to_have_count(0)
+
+    prompt = clear_terminal(page)
+    run_command(page, prompt, "echo '# changed in the terminal' >> handler.py")
+    expect(page.locator("#grade-old")).to_have_text(
+        f"This result is for an earlier handler.py, graded at {graded_at.removeprefix('Graded at ').rstrip('.')};"
+        " the file has changed since. Grade again for the current one.", timeout=10_000)
+    expect(page.locator("#grade-result table")).to_have_count(1)  # still there to read, marked
+
+    with page.expect_response("**/api/grade", timeout=300_000):
+        grade.click()
+    expect(page.locator("#grade-result table")).to_have_count(1)
+    expect(page.locator("#grade-old")).to_have_count(0)

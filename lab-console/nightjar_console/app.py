@@ -7,7 +7,7 @@
     POST /api/units/KEY/check       the unit's check, run in the Workstation
     GET  /api/files/handler.py      the Workstation's handler.py (the only file served)
     PUT  /api/files/handler.py      save it: {"text", "version"?, "force"?}
-    POST /api/grade                 the grader's verdict
+    POST /api/grade                 the grader's verdict, with the version of handler.py it judged
     WS   /terminal?rows=R&cols=C    the Workstation's shell (agent.py's protocol, relayed)
     GET  /healthz                   200 once the console serves (no token: it tells nothing)
 
@@ -246,10 +246,16 @@ class File(Api):
 class Grade(Api):
     async def post(self):
         try:
+            graded = version((self.config.workstation / EDITABLE).read_bytes())
+        except FileNotFoundError:
+            graded = None
+        try:
             verdict = await grading.grade(self.config.grader_url)
         except grading.CannotGrade as error:
             self.fail(503, f"Cannot grade: {error}")
-        self.finish(verdict)
+        # The handler.py it judged, as the editor names versions: the page marks the verdict
+        # as an earlier one's once the file changes.
+        self.finish(dict(verdict, version=graded))
 
 
 class Terminal(tornado.websocket.WebSocketHandler):

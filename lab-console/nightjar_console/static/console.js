@@ -275,6 +275,7 @@ function goToLine(number) {
 async function loadHandler({ replace = false } = {}) {
   try {
     const file = await api("GET", "api/files/handler.py");
+    markOldGrade(file.version);
     if (file.version === loadedVersion) return;
     if (dirty() && !replace) {
       const note = element("p", "handler.py changed in the Workstation (the terminal?) while you edit it here.");
@@ -300,6 +301,7 @@ async function save(force = false) {
     const saved = await api("PUT", "api/files/handler.py", { text: editor.value, version: loadedVersion, force });
     loadedText = editor.value;
     loadedVersion = saved.version;
+    markOldGrade(saved.version);
     show($("save-result"), element("p", "Saved handler.py in the Workstation."), ...problemNodes(saved.problem));
   } catch (error) {
     if (error.status === 409) {
@@ -361,9 +363,24 @@ function verdictTable(verdict) {
   return table;
 }
 
+// The verdict shown belongs to the handler.py it judged: once the file changes (in the editor
+// or in the terminal), it says so, with the time it was graded.
+let graded = null; // {version, at} of the verdict on the page
+
+function markOldGrade(current) {
+  if (graded === null || graded.version === current || graded.old) return;
+  graded.old = true;
+  const note = element("p", `This result is for an earlier handler.py, graded at ${graded.at}; the file`
+                            + " has changed since. Grade again for the current one.", { class: "problem", id: "grade-old" });
+  $("grade-result").prepend(note);
+  $("grade-result").classList.add("old");
+}
+
 $("grade").addEventListener("click", async () => {
   const button = $("grade");
   busy(button, true);
+  graded = null;
+  $("grade-result").classList.remove("old");
   show($("grade-result"), element("p", "Grading handler.py (a few seconds)…"));
   try {
     if (dirty()) await save();
@@ -371,7 +388,10 @@ $("grade").addEventListener("click", async () => {
     if (verdict.error) {
       show($("grade-result"), element("p", `Cannot grade: ${verdict.error}`));
     } else {
-      show($("grade-result"), verdictTable(verdict));
+      graded = { version: verdict.version, at: new Date().toLocaleTimeString(), old: false };
+      show($("grade-result"), element("p", `Graded at ${graded.at}.`, { class: "hint", id: "graded-at" }),
+           verdictTable(verdict));
+      if (verdict.version !== loadedVersion) markOldGrade(loadedVersion);
     }
   } catch (error) {
     show($("grade-result"), element("p", error.message));
