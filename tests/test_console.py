@@ -328,3 +328,18 @@ def test_the_guide_is_the_units_readme_as_html_with_raw_html_shown_as_text(conso
     assert status == 200 and english["lang"] == "en" and "<h3>CL-13-2 · Queue redelivery" in english["html"]
     status, chosen = console.request("GET", "/api/units/3/guide", headers={"Accept-Language": "ja,en;q=0.5"})
     assert chosen["lang"] == "ja"
+
+
+def test_the_guide_shows_what_works_in_the_console(console):
+    """No block for a host's terminal; "Where things are" with the console's column, the whole
+    table folded below it. (make unit still prints the README whole: test_guides.py.)"""
+    for lang, other_ways, where_to_type in (
+            ("en", "The other ways of running the lab (make up, make local)", "open a terminal in the repository"),
+            ("ja", "ラボのほかの動かし方(make up、make local)", "リポジトリで端末を開いて")):
+        html = console.request("GET", f"/api/units/1/guide?lang={lang}")[1]["html"]
+        assert "source ../../.venv/bin/activate\n</code>" not in html and where_to_type not in html
+        shown, folded = html.split(f'<details class="other-ways"><summary>{other_ways}</summary>\n')
+        console_table = shown[shown.rindex("<table>"):]
+        assert console_table.count("<th>") == 2 and console_table.count("<td>") == 3 * 2
+        assert folded.split("</table>")[0].count("<th>") == 4
+        assert "<strong>RabbitMQ management</strong>" in console_table  # this console has the link

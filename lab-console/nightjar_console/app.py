@@ -46,7 +46,8 @@ class Config:
     workstation: Path           # the folder holding handler.py
     grader_url: str = ""        # the grading service; empty: run the grader here
     site_port: int = 8000       # where the browser finds Nightjar and the management UI
-    management_port: int = 15672
+    management_port: int | None = 15672   # None: no management UI to link to (the page says why)
+    solutions: bool = True      # "Show the solution" and "Solve unit N" (off for a graded course)
     origins: list = field(default_factory=list)
 
 
@@ -181,7 +182,8 @@ class Guide(Api):
         if lang not in ("ja", "en"):
             self.fail(400, f"no guide in {lang!r}: ja or en")
         self.unit_folder(key)
-        self.finish({"key": key, "lang": lang, "html": guides.guide_html(key, lang)})
+        html = guides.guide_html(key, lang, management=self.config.management_port is not None)
+        self.finish({"key": key, "lang": lang, "html": html})
 
 
 class UnitScript(Api):

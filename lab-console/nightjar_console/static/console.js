@@ -57,7 +57,7 @@ function linkTo(port) {
   return `${location.protocol}//${location.hostname}:${port}/`;
 }
 $("site-link").href = linkTo(body.dataset.sitePort);
-$("management-link").href = linkTo(body.dataset.managementPort);
+if (body.dataset.managementPort) $("management-link").href = linkTo(body.dataset.managementPort);
 
 // ---- the guide ------------------------------------------------------------------------
 
