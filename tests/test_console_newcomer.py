@@ -3,11 +3,16 @@ screen's pixels), the guide as the console shows it, its boxes fitting or scroll
 result that belongs to one handler.py, and the way out for a stuck learner. One console for
 the module: its tests share its Workstation, each bringing it to the state it needs."""
 
+import asyncio
+import html
+import re
+import time
+
 import pytest
 from playwright.sync_api import expect
 
 from browserkit import needs_chromium
-from consolekit import TOKEN, Console
+from consolekit import TOKEN, Console, TerminalClient
 from consolepage import clear_terminal, ink, open_console, run_command, wait_for_screen
 from labkit import Lab
 
@@ -104,3 +109,63 @@ def test_a_grade_belongs_to_the_handler_it_judged(console, page):
         grade.click()
     expect(page.locator("#grade-result table")).to_have_count(1)
     expect(page.locator("#grade-old")).to_have_count(0)
+
+
+def shell_blocks(console, unit, lang):
+    """The shell blocks the console's guide shows for a unit, in order, as their Copy gives them."""
+    status, guide = console.request("GET", f"/api/units/{unit}/guide?lang={lang}")
+    assert status == 200, guide
+    return [html.unescape(block) for block in
+            re.findall(r'<pre><code class="language-sh">(.*?)</code></pre>', guide["html"], re.S)]
+
+
+PROMPT = "[shell] "
+PAUSED = re.compile(r"\nPaused [a-z-]+\.\s*$")  # a worker waiting at a pause point
+
+
+def settle(terminal, timeout=120):
+    """What the shell shows until it waits: at its prompt, or a worker at a pause, and then
+    nothing more for a moment (a block's next line may follow the prompt)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = terminal.shown.endswith(PROMPT) or PAUSED.search(terminal.shown)
+        try:
+            message = terminal.receive(timeout=0.4 if waiting else max(deadline - time.monotonic(), 0.1))
+        except asyncio.TimeoutError:
+            assert waiting, f"the shell did not come back within {timeout} s: {terminal.shown[-2000:]!r}"
+            break
+        assert message is not None, f"the terminal closed: {terminal.shown[-2000:]!r}"
+        if message[0] == "stdout":
+            terminal.shown += message[1]
+    shown, terminal.shown = terminal.shown, ""
+    return shown
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_every_shell_block_the_console_shows_runs_in_its_terminal(console, lang):
+    """Units 1 to 3, each set up by the console, then each shell block of its guide pasted into
+    the console's terminal in order (Ctrl+C where a worker waits at a pause): nothing missing."""
+    terminal = TerminalClient(console)
+    try:
+        assert terminal.receive()[0] == "attached"
+        terminal.type(f"PS1='{PROMPT}'\n")
+        settle(terminal)
+        transcript = ""
+        for unit in ("1", "2", "3"):
+            status, done = console.request("POST", f"/api/units/{unit}/setup", {"lang": lang})
+            assert (status, done["status"]) == (200, 0), done
+            blocks = shell_blocks(console, unit, lang)
+            assert blocks, f"unit {unit} shows no shell block"
+            for block in blocks:
+                terminal.type(block)
+                shown = settle(terminal)
+                if PAUSED.search(shown):  # the guide's Ctrl+C
+                    terminal.type("\x03")
+                    shown += settle(terminal)
+                assert shown.endswith(PROMPT), shown
+                transcript += shown
+        for wrong in ("No such file or directory", "command not found", "Traceback"):
+            assert wrong not in transcript, transcript
+        assert "Received R-0002 redelivered=False" in transcript, transcript  # the blocks ran workers
+    finally:
+        terminal.close()
