@@ -169,3 +169,48 @@ def test_every_shell_block_the_console_shows_runs_in_its_terminal(console, lang)
         assert "Received R-0002 redelivered=False" in transcript, transcript  # the blocks ran workers
     finally:
         terminal.close()
+
+
+# Every table and code block of the guide: inside the pane, and either all of it in sight or
+# scrolling in its own box, marked so (its right edge shaded, overflow-x: scroll).
+BOXES = """() => {
+  for (const details of document.querySelectorAll('#guide details')) details.open = true;
+  const pane = document.getElementById('guide').getBoundingClientRect();
+  return [...document.querySelectorAll('#guide pre, #guide .table-box')].map((box) => ({
+    text: box.textContent.slice(0, 60),
+    inside: box.getBoundingClientRect().right <= pane.right + 1,
+    fits: box.scrollWidth <= box.clientWidth + 1,
+    scrolls: box.classList.contains('wide') && getComputedStyle(box).overflowX === 'scroll'
+             && getComputedStyle(box).boxShadow !== 'none',
+    tables: box.querySelectorAll('table').length,
+  }));
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_every_table_and_code_block_fits_or_scrolls_visibly(console, browser, width):
+    context = browser.new_context(viewport={"width": width, "height": 1000})
+    page = context.new_page()
+    try:
+        open_console(page, f"{console.url}?token={TOKEN}")
+        picker = page.get_by_label("Unit", exact=True)
+        expect(page.locator("#guide h3")).to_have_count(1)
+
+        def measured(key):
+            page.evaluate(BOXES)  # opens the folded tables; markWide measures them again
+            page.wait_for_timeout(100)
+            boxes = page.evaluate(BOXES)
+            assert any(box["tables"] for box in boxes) or not key.isdigit()
+            for box in boxes:
+                assert box["inside"] and (box["fits"] or box["scrolls"]), (key, page.locator("#guide").get_attribute("lang"), box)
+
+        for key in picker.locator("option").evaluate_all("options => options.map(o => o.value)"):
+            if key != picker.input_value():
+                with page.expect_response(f"**/api/units/{key}/guide*"):
+                    picker.select_option(key)
+            measured(key)
+            with page.expect_response(f"**/api/units/{key}/guide*"):
+                page.locator("#language").click()  # the other language
+            measured(key)
+    finally:
+        context.close()

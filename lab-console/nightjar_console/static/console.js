@@ -106,6 +106,25 @@ function addCopyButtons(guide) {
   }
 }
 
+// A table or code block wider than the pane scrolls inside its own box, and shows it: a shade
+// at its right edge and, where the system shows them, a scrollbar that stays.
+function boxTables(guide) {
+  for (const table of guide.querySelectorAll("table")) {
+    const box = element("div", undefined, { class: "table-box", tabindex: "0", role: "region",
+                                            "aria-label": "Table (scrolls sideways when wide)" });
+    table.replaceWith(box);
+    box.append(table);
+  }
+}
+
+function markWide() {
+  for (const box of $("guide").querySelectorAll("pre, .table-box")) {
+    box.classList.toggle("wide", box.scrollWidth > box.clientWidth + 1);
+  }
+}
+new ResizeObserver(markWide).observe($("guide"));
+$("guide").addEventListener("toggle", markWide, true); // a folded table, opened
+
 async function loadGuide() {
   const guide = $("guide");
   try {
@@ -113,6 +132,8 @@ async function loadGuide() {
     guide.innerHTML = found.html; // rendered by the console from the lab's own guide; raw HTML escaped
     guide.lang = found.lang;
     addCopyButtons(guide);
+    boxTables(guide);
+    markWide();
   } catch (error) {
     show(guide, element("p", `The guide could not be loaded: ${error.message}`));
   }
