@@ -110,8 +110,7 @@ function addCopyButtons(guide) {
 // at its right edge and, where the system shows them, a scrollbar that stays.
 function boxTables(guide) {
   for (const table of guide.querySelectorAll("table")) {
-    const box = element("div", undefined, { class: "table-box", tabindex: "0", role: "region",
-                                            "aria-label": "Table (scrolls sideways when wide)" });
+    const box = element("div", undefined, { class: "table-box", tabindex: "0" }); // the keyboard scrolls it
     table.replaceWith(box);
     box.append(table);
   }
