@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from browserkit import needs_chromium
 from consolekit import TOKEN, Console, TerminalClient
 from consolepage import clear_terminal, ink, open_console, run_command, wait_for_screen
-from labkit import Lab
+from labkit import ROOT, Lab
 
 pytestmark = needs_chromium
 ZOOMS = (1, 1.25, 1.5)
@@ -214,3 +214,54 @@ def test_every_table_and_code_block_fits_or_scrolls_visibly(console, browser, wi
             measured(key)
     finally:
         context.close()
+
+
+def test_a_stuck_learner_sees_the_solution_and_can_solve_the_unit(console, page):
+    """Show the solution: the unit's solution handler.py beside the learner's, the lines that
+    differ marked. Solve unit 2: a confirm saying what it replaces, the unit's ./solve, the
+    learner's handler.py kept in .backups."""
+    status, done = console.request("POST", "/api/units/2/setup", {"lang": "en"})
+    assert (status, done["status"]) == (200, 0), done
+    handler = console.lab.workstation / "handler.py"
+    mine = "# my attempt\n" + handler.read_text()
+    handler.write_text(mine)
+    solution = (ROOT / "scenarios/unit2-ack-after-commit/solution/handler.py").read_text()
+    open_console(page, f"{console.url}?token={TOKEN}")
+    page.get_by_label("Unit", exact=True).select_option("2")
+    expect(page.locator("#editor")).to_have_value(mine)
+
+    page.get_by_role("button", name="Show the solution").click()
+    rows = page.locator("#solution-result table.solution tr")
+    expect(rows.first).to_be_visible()
+    shown = rows.evaluate_all("""rows => rows.slice(1).map(row => ({
+        kind: row.className, mark: row.cells[0].textContent,
+        mine: row.cells[1].textContent, theirs: row.cells[2].textContent}))""")
+    assert [row["mine"] for row in shown if row["kind"] != "diff-added"] == mine.splitlines()
+    assert [row["theirs"] for row in shown if row["kind"] != "diff-removed"] == solution.splitlines()
+    for row in shown:
+        assert (row["kind"] == "diff-same") == (row["mine"] == row["theirs"]), row
+        assert (row["mark"] == "") == (row["kind"] == "diff-same"), row
+    assert any(row["kind"] != "diff-same" for row in shown)
+
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.get_by_role("button", name="Solve unit 2").click()
+    expect(page.locator("#solution-result p").first).to_have_text("Unit 2 is solved: check it.", timeout=180_000)
+    assert "./solve" in asked[0] and "replaces yours" in asked[0] and ".backups" in asked[0], asked
+    expect(page.locator("#editor")).to_have_value(solution)
+    backups = console.lab.workstation / ".backups"
+    assert mine in [kept.read_text() for kept in backups.iterdir() if kept.is_file()]
+
+
+def test_a_graded_course_turns_the_way_out_off(console, page, tmp_path):
+    graded = Console(console.lab, tmp_path, agent=False, extra_env={"NIGHTJAR_CONSOLE_SOLUTIONS": "off"})
+    try:
+        page.goto(f"{graded.url}?token={TOKEN}")
+        expect(page.get_by_role("button", name="Check unit 1")).to_be_visible()
+        expect(page.get_by_role("button", name="Show the solution")).to_have_count(0)
+        expect(page.get_by_role("button", name="Solve unit 1")).to_have_count(0)
+        refused = {"error": "this course turns the solutions off (NIGHTJAR_CONSOLE_SOLUTIONS=off)"}
+        assert graded.request("GET", "/api/units/2/solution") == (403, refused)
+        assert graded.request("POST", "/api/units/2/solve", {}) == (403, refused)
+    finally:
+        graded.stop()

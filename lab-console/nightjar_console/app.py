@@ -5,6 +5,9 @@
     GET  /api/units/KEY/guide?lang=ja|en
     POST /api/units/KEY/setup       the unit's setup, run in the Workstation
     POST /api/units/KEY/check       the unit's check, run in the Workstation
+    GET  /api/units/KEY/solution    the unit's solution handler.py beside the learner's, differences marked
+    POST /api/units/KEY/solve       the unit's ./solve (make solve-unit), run in the Workstation
+                                    (these two answer 403 when NIGHTJAR_CONSOLE_SOLUTIONS=off)
     GET  /api/files/handler.py      the Workstation's handler.py (the only file served)
     PUT  /api/files/handler.py      save it: {"text", "version"?, "force"?}
     POST /api/grade                 the grader's verdict, with the version of handler.py it judged
@@ -26,7 +29,7 @@ from pathlib import Path
 import tornado.web
 import tornado.websocket
 
-from . import agentlink, grading, guides
+from . import agentlink, grading, guides, solutions
 from .access import COOKIE, Access
 from .progress import Progress
 
@@ -163,7 +166,8 @@ class Page(Guarded):
         progress = Progress(self.config.data).read()
         self.render("console.html", lang=language(self.request), units=guides.listing(),
                     passed=progress["passed"], current=progress["current"] or "1",
-                    site_port=self.config.site_port, management_port=self.config.management_port)
+                    site_port=self.config.site_port, management_port=self.config.management_port,
+                    solutions=self.config.solutions)
 
     def write_error(self, status_code, **kwargs):
         self.render("refused.html", status=status_code)
@@ -189,6 +193,8 @@ class Guide(Api):
 class UnitScript(Api):
     async def post(self, key, action):
         self.unit_folder(key)
+        if action == "solve":
+            solutions_allowed(self, key)
         lang = self.body_json().get("lang") or language(self.request)
         if lang not in ("ja", "en"):
             self.fail(400, f"no language {lang!r}: ja or en")
@@ -202,6 +208,20 @@ class UnitScript(Api):
         if action == "setup" and status == 0:
             progress.set_up(key)
         self.finish({"key": key, "action": action, "status": status, "done": status == 0, "lines": lines})
+
+
+def solutions_allowed(handler, key):
+    if not handler.config.solutions:
+        handler.fail(403, "this course turns the solutions off (NIGHTJAR_CONSOLE_SOLUTIONS=off)")
+    if not key.isdigit():
+        handler.fail(404, f"lesson {key} has no solution to show or run here: its guide walks it")
+
+
+class Solution(Api):
+    def get(self, key):
+        folder = self.unit_folder(key)
+        solutions_allowed(self, key)
+        self.finish(dict(solutions.compared(folder, self.config.workstation / EDITABLE), key=key))
 
 
 class File(Api):
@@ -334,7 +354,8 @@ def make_app(config, token):
         (r"/", Page, shared),
         (r"/api/units", Units, shared),
         (r"/api/units/([^/]+)/guide", Guide, shared),
-        (r"/api/units/([^/]+)/(setup|check)", UnitScript, shared),
+        (r"/api/units/([^/]+)/(setup|check|solve)", UnitScript, shared),
+        (r"/api/units/([^/]+)/solution", Solution, shared),
         (r"/api/files/([^/]+)", File, shared),
         (r"/api/grade", Grade, shared),
         (r"/terminal", Terminal, shared),

@@ -78,6 +78,10 @@ function labelUnits() {
   }
   $("check").textContent = `Check ${unitName(unitKey())}`;
   $("setup").textContent = `Set up ${unitName(unitKey())}`;
+  if ($("solve")) { // off for a graded course (NIGHTJAR_CONSOLE_SOLUTIONS=off); a lesson has none
+    $("solve").textContent = `Solve ${unitName(unitKey())}`;
+    $("solve").closest(".solution-tools").hidden = !/^\d+$/.test(unitKey());
+  }
   const other = lang === "ja" ? "en" : "ja";
   const button = $("language");
   button.textContent = other === "ja" ? "日本語で読む" : "Read in English";
@@ -142,6 +146,7 @@ async function loadGuide() {
 unitPicker.addEventListener("change", () => {
   show($("check-result"));
   show($("setup-result"));
+  hideSolution();
   loadGuide();
 });
 
@@ -192,6 +197,78 @@ $("check").addEventListener("click", async () => {
     busy(button, false);
   }
 });
+
+// ---- a way out for a stuck learner: the solution, shown or done -------------------------
+
+function hideSolution() {
+  if (!$("show-solution")) return;
+  show($("solution-result"));
+  $("show-solution").textContent = "Show the solution";
+  $("show-solution").setAttribute("aria-expanded", "false");
+}
+
+function solutionTable(key, rows) {
+  const marks = { same: "", changed: "changed", removed: "only yours", added: "only the solution's" };
+  const table = element("table", undefined, { class: "checks solution" });
+  table.append(element("caption", `Your handler.py beside ${unitName(key)}'s solution; the lines that differ are marked.`));
+  const head = element("tr");
+  for (const title of ["", "Your handler.py", "The solution's handler.py"]) head.append(element("th", title, { scope: "col" }));
+  table.append(head);
+  for (const row of rows) {
+    const line = element("tr", undefined, { class: `diff-${row.kind}` });
+    line.append(element("td", marks[row.kind], { class: "mark" }));
+    line.append(element("td", row.mine ?? "", { class: "code" }));
+    line.append(element("td", row.theirs ?? "", { class: "code" }));
+    table.append(line);
+  }
+  const box = element("div", undefined, { class: "table-box", tabindex: "0" });
+  box.append(table);
+  return box;
+}
+
+if ($("show-solution")) {
+  $("show-solution").addEventListener("click", async () => {
+    if ($("show-solution").getAttribute("aria-expanded") === "true") return hideSolution();
+    const key = unitKey();
+    try {
+      const found = await api("GET", `api/units/${encodeURIComponent(key)}/solution`);
+      if (!found.changes) {
+        show($("solution-result"), element("p", `${unitName(key)[0].toUpperCase()}${unitName(key).slice(1)} asks for no`
+                                                + ` change to handler.py: its steps are in Nightjar and the terminal. Solve ${unitName(key)} does them.`));
+      } else {
+        show($("solution-result"), ...(found.same ? [element("p", "Your handler.py is the solution's already.")] : []),
+             solutionTable(key, found.rows));
+      }
+      $("show-solution").textContent = "Hide the solution";
+      $("show-solution").setAttribute("aria-expanded", "true");
+    } catch (error) {
+      show($("solution-result"), element("p", error.message));
+    }
+  });
+
+  $("solve").addEventListener("click", async () => {
+    const key = unitKey();
+    if (!confirm(`Solve ${unitName(key)}? This runs the unit's ./solve (what make solve-unit runs): it does`
+                 + " the unit's steps for real on the live lab, and where the unit changes handler.py it replaces yours"
+                 + " with the solution's (yours is copied to .backups first).")) {
+      return;
+    }
+    const button = $("solve");
+    busy(button, true);
+    hideSolution();
+    show($("solution-result"), element("p", `Solving ${unitName(key)}…`));
+    try {
+      const done = await api("POST", `api/units/${encodeURIComponent(key)}/solve`, { lang });
+      const heading = done.status === 0 ? `${unitName(key)} is solved: check it.` : `The solve stopped (status ${done.status}).`;
+      show($("solution-result"), element("p", heading[0].toUpperCase() + heading.slice(1)), lines(done.lines));
+      await loadHandler({ replace: true });
+    } catch (error) {
+      show($("solution-result"), element("p", error.message));
+    } finally {
+      busy(button, false);
+    }
+  });
+}
 
 // ---- the terminal ---------------------------------------------------------------------
 
