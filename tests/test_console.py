@@ -277,7 +277,9 @@ def test_a_second_connection_sees_the_same_shell_and_a_reload_gets_it_back(conso
 
 def test_the_agent_refuses_what_it_does_not_serve(console):
     assert stat.S_IMODE(os.stat(console.socket).st_mode) == 0o600
-    assert unix_request(console.socket, {"run": "solve", "unit": "2"}) == ["error", "unknown unit script"]
+    assert unix_request(console.socket, {"run": "reset", "unit": "2"}) == ["error", "unknown unit script"]
+    # A lesson has no ./solve the console runs (its guide walks it): the unit's alone.
+    assert unix_request(console.socket, {"run": "solve", "unit": "cl-13-2"}) == ["error", "unknown unit script"]
     assert unix_request(console.socket, {"run": "check", "unit": "../../etc"}) == ["error", "unknown unit script"]
     assert unix_request(console.socket, {"terminal": {"rows": 0, "cols": 80}}) == [
         "error", "rows and cols must be whole numbers from 1 to 1000"]
