@@ -162,20 +162,25 @@ $("setup").addEventListener("click", async () => {
                + " the unit's start (your handler.py and the database are copied to .backups first).")) {
     return;
   }
-  const button = $("setup");
+  await runScript(key, "setup", $("setup"), $("setup-result"), `Setting up ${unitName(key)}…`,
+                  `${unitName(key)} is set up.`);
+});
+
+// Set up and Solve: the unit's script run in the Workstation, its lines shown, the editor reloaded.
+async function runScript(key, action, button, target, doing, finished) {
   busy(button, true);
-  show($("setup-result"), element("p", `Setting up ${unitName(key)}…`));
+  show(target, element("p", doing));
   try {
-    const done = await api("POST", `api/units/${encodeURIComponent(key)}/setup`, { lang });
-    const heading = done.status === 0 ? `${unitName(key)} is set up.` : `The setup stopped (status ${done.status}).`;
-    show($("setup-result"), element("p", heading[0].toUpperCase() + heading.slice(1)), lines(done.lines));
+    const done = await api("POST", `api/units/${encodeURIComponent(key)}/${action}`, { lang });
+    const heading = done.status === 0 ? finished : `The ${action} stopped (status ${done.status}).`;
+    show(target, element("p", heading[0].toUpperCase() + heading.slice(1)), lines(done.lines));
     await loadHandler({ replace: true });
   } catch (error) {
-    show($("setup-result"), element("p", error.message));
+    show(target, element("p", error.message));
   } finally {
     busy(button, false);
   }
-});
+}
 
 $("check").addEventListener("click", async () => {
   const key = unitKey();
@@ -253,20 +258,9 @@ if ($("show-solution")) {
                  + " with the solution's (yours is copied to .backups first).")) {
       return;
     }
-    const button = $("solve");
-    busy(button, true);
     hideSolution();
-    show($("solution-result"), element("p", `Solving ${unitName(key)}…`));
-    try {
-      const done = await api("POST", `api/units/${encodeURIComponent(key)}/solve`, { lang });
-      const heading = done.status === 0 ? `${unitName(key)} is solved: check it.` : `The solve stopped (status ${done.status}).`;
-      show($("solution-result"), element("p", heading[0].toUpperCase() + heading.slice(1)), lines(done.lines));
-      await loadHandler({ replace: true });
-    } catch (error) {
-      show($("solution-result"), element("p", error.message));
-    } finally {
-      busy(button, false);
-    }
+    await runScript(key, "solve", $("solve"), $("solution-result"), `Solving ${unitName(key)}…`,
+                    `${unitName(key)} is solved: check it.`);
   });
 }
 
