@@ -109,6 +109,13 @@ def test_a_grade_belongs_to_the_handler_it_judged(console, page):
         grade.click()
     expect(page.locator("#grade-result table")).to_have_count(1)
     expect(page.locator("#grade-old")).to_have_count(0)
+    graded_at = page.locator("#graded-at").inner_text().removeprefix("Graded at ").rstrip(".")
+
+    # Saved from the editor: the same, at once.
+    editor = page.locator("#editor")
+    editor.fill(editor.input_value() + "# changed in the editor\n")
+    page.get_by_role("button", name="Save handler.py").click()
+    expect(page.locator("#grade-old")).to_contain_text(f"for an earlier handler.py, graded at {graded_at};")
 
 
 def shell_blocks(console, unit, lang):
