@@ -259,6 +259,16 @@ def test_a_stuck_learner_sees_the_solution_and_can_solve_the_unit(console, page)
     backups = console.lab.workstation / ".backups"
     assert mine in [kept.read_text() for kept in backups.iterdir() if kept.is_file()]
 
+    # Unit 1 changes nothing in handler.py; a lesson has no way out here, its guide walks it.
+    page.get_by_label("Unit", exact=True).select_option("1")
+    page.get_by_role("button", name="Show the solution").click()
+    expect(page.locator("#solution-result")).to_have_text(
+        "Unit 1 asks for no change to handler.py: its steps are in Nightjar and the terminal."
+        " Solve unit 1 does them.")
+    page.get_by_label("Unit", exact=True).select_option("cl-13-2")
+    expect(page.get_by_role("button", name="Show the solution")).to_be_hidden()
+    expect(page.locator("#solve")).to_be_hidden()
+
 
 def test_a_graded_course_turns_the_way_out_off(console, page, tmp_path):
     graded = Console(console.lab, tmp_path, agent=False, extra_env={"NIGHTJAR_CONSOLE_SOLUTIONS": "off"})
