@@ -11,7 +11,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from browserkit import needs_chromium
+from browserkit import AXE, axe_results, needs_chromium
 from consolekit import TOKEN, Console, TerminalClient
 from consolepage import clear_terminal, ink, open_console, run_command, wait_for_screen
 from labkit import ROOT, Lab
@@ -223,7 +223,7 @@ def test_every_table_and_code_block_fits_or_scrolls_visibly(console, browser, wi
         context.close()
 
 
-def test_a_stuck_learner_sees_the_solution_and_can_solve_the_unit(console, page):
+def test_a_stuck_learner_sees_the_solution_and_can_solve_the_unit(console, browser):
     """Show the solution: the unit's solution handler.py beside the learner's, the lines that
     differ marked. Solve unit 2: a confirm saying what it replaces, the unit's ./solve, the
     learner's handler.py kept in .backups."""
@@ -233,6 +233,8 @@ def test_a_stuck_learner_sees_the_solution_and_can_solve_the_unit(console, page)
     mine = "# my attempt\n" + handler.read_text()
     handler.write_text(mine)
     solution = (ROOT / "scenarios/unit2-ack-after-commit/solution/handler.py").read_text()
+    context = browser.new_context(bypass_csp=True)  # axe-core is added to the page as a script
+    page = context.new_page()
     open_console(page, f"{console.url}?token={TOKEN}")
     page.get_by_label("Unit", exact=True).select_option("2")
     expect(page.locator("#editor")).to_have_value(mine)
@@ -249,6 +251,8 @@ def test_a_stuck_learner_sees_the_solution_and_can_solve_the_unit(console, page)
         assert (row["kind"] == "diff-same") == (row["mine"] == row["theirs"]), row
         assert (row["mark"] == "") == (row["kind"] == "diff-same"), row
     assert any(row["kind"] != "diff-same" for row in shown)
+    if AXE.exists():
+        assert axe_results(page)["violations"] == []
 
     asked = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
@@ -268,6 +272,7 @@ def test_a_stuck_learner_sees_the_solution_and_can_solve_the_unit(console, page)
     page.get_by_label("Unit", exact=True).select_option("cl-13-2")
     expect(page.get_by_role("button", name="Show the solution")).to_be_hidden()
     expect(page.locator("#solve")).to_be_hidden()
+    context.close()
 
 
 def test_a_graded_course_turns_the_way_out_off(console, page, tmp_path):

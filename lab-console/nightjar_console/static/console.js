@@ -217,7 +217,7 @@ function solutionTable(key, rows) {
   const table = element("table", undefined, { class: "checks solution" });
   table.append(element("caption", `Your handler.py beside ${unitName(key)}'s solution; the lines that differ are marked.`));
   const head = element("tr");
-  for (const title of ["", "Your handler.py", "The solution's handler.py"]) head.append(element("th", title, { scope: "col" }));
+  for (const title of ["Difference", "Your handler.py", "The solution's handler.py"]) head.append(element("th", title, { scope: "col" }));
   table.append(head);
   for (const row of rows) {
     const line = element("tr", undefined, { class: `diff-${row.kind}` });
