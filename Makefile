@@ -124,6 +124,14 @@ reset: ## back to the lab's start: removes the containers' volumes (asks first)
 grade-docker: ## grade the Workstation's handler.py with the grader's own broker (containers)
 	@$(CONTAINERS) grade || { status=$$?; $(NAME_GRADER_STATUS); exit $$status; }
 
-base-images: ## build the base images from Debian packages: Python, RabbitMQ 4.0 and 3.10 (no registry needed; root)
+.PHONY: course course-down
+course: ## a demo course on this Docker engine: JupyterHub, a lab per learner, one RabbitMQ (course/)
+	@$(NEED_DOCKER)
+	@$(PYTHON) scripts/run_course.py up
+
+course-down: ## stop the course and every learner's lab (their files stay)
+	@$(PYTHON) scripts/run_course.py down
+
+base-images: ## build the base images from Debian packages: Python, RabbitMQ 4.0, 3.10 and 4.3 (no registry needed; root)
 	@$(NEED_DOCKER)
 	@scripts/build-base-images

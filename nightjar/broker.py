@@ -24,15 +24,20 @@ class BrokerUnavailable(Exception):
 ConnectionLost = pika.exceptions.AMQPConnectionError
 
 
-def connect(settings, name=None):
-    """A BlockingConnection; name: what the management UI calls it (else its address)."""
+def connect(settings, name=None, blocked_timeout=30):
+    """A BlockingConnection; name: what the management UI calls it (else its address).
+
+    blocked_timeout: seconds RabbitMQ may hold the connection blocked (a memory or disk
+    alarm) before it is dropped; None: as long as RabbitMQ keeps it (a publisher whose
+    confirm is waited for with a limit of its own, nightjar/queueing.py).
+    """
     params = pika.URLParameters(settings.amqp_url)
     if name:
         params.client_properties = {"connection_name": name}
     params.heartbeat = settings.heartbeat
     params.connection_attempts = 1
     params.socket_timeout = 5
-    params.blocked_connection_timeout = 30
+    params.blocked_connection_timeout = blocked_timeout
     try:
         return pika.BlockingConnection(params)
     except (pika.exceptions.AMQPError, OSError) as error:

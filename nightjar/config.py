@@ -42,6 +42,9 @@ class Settings:
     heartbeat: int = 60
     # RabbitMQ's management API (NIGHTJAR_MANAGEMENT_URL); empty: see management_api.
     management_url: str = ""
+    # Seconds a registration waits for RabbitMQ to confirm its job (NIGHTJAR_CONFIRM_SECONDS)
+    # before it is reported as saved and waiting for the queue (nightjar/queueing.py).
+    confirm_seconds: float = 5.0
 
     @property
     def dead_letter_queue(self):
@@ -56,6 +59,7 @@ class Settings:
             queue=env.get("NIGHTJAR_QUEUE") or DEFAULT_QUEUE,
             heartbeat=int(env.get("NIGHTJAR_HEARTBEAT") or 60),
             management_url=env.get("NIGHTJAR_MANAGEMENT_URL") or "",
+            confirm_seconds=float(env.get("NIGHTJAR_CONFIRM_SECONDS") or 5.0),
         )
 
     @property

@@ -125,6 +125,7 @@ def walk_unit_2(page, console_url):
     with page.expect_response("**/api/grade", timeout=300_000) as answered:
         page.get_by_role("button", name="Grade handler.py").click()
     verdict = answered.value.json()
+    assert "passed" in verdict, verdict  # else the console could not grade, and says why
     expect(page.locator("#grade-result caption")).to_have_text(
         "Every check passed." if verdict["passed"] else "Some checks failed.")
     return shown, prompt, registration_id, verdict

@@ -22,7 +22,7 @@ YAML = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-j
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose.yaml"
 # Where the code that reads NIGHTJAR_* variables lives (tests set them, they do not read them).
-CODE_DIRS = ["nightjar", "nightjar-site", "lab-console", "grader", "ticket-desk", "scripts", "scenarios"]
+CODE_DIRS = ["nightjar", "nightjar-site", "lab-console", "grader", "ticket-desk", "scripts", "scenarios", "course"]
 
 
 # --------------------------------------------------------------------------

@@ -32,8 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # default does (the tests outside containers use the machine's RabbitMQ, 3.x here).
 BASE_IMAGES = {"NIGHTJAR_PYTHON_IMAGE": "nightjar-base/python:3.11-bookworm",
                "NIGHTJAR_RABBITMQ_IMAGE": "nightjar-base/rabbitmq:4.0-trixie"}
-# Its RabbitMQ 3.x stand-in, for the tests that compare the two versions.
+# Its RabbitMQ 3.x stand-in, for the tests that compare the versions.
 RABBITMQ_3_IMAGE = "nightjar-base/rabbitmq:3.10-bookworm"
+# Its RabbitMQ 4.3 stand-in (Debian unstable's): compose.yaml's version, and the course's broker.
+# A test that runs it calls ensure_built(RABBITMQ_4_3_IMAGE) first.
+RABBITMQ_4_3_IMAGE = "nightjar-base/rabbitmq:4.3-sid"
 # The host's python3 in a bare checkout: the standard library only (-S: no
 # site-packages), and no venv or ensurepip.
 BARE_PYTHON = """#!/bin/sh
@@ -73,16 +76,21 @@ def base_images(env):
     chosen = {name: os.environ[name] for name in BASE_IMAGES if os.environ.get(name)}
     if len(chosen) == len(BASE_IMAGES):
         return chosen
-    missing = [image for image in [*BASE_IMAGES.values(), RABBITMQ_3_IMAGE]
-               if run(["docker", "image", "inspect", image], env).returncode != 0]
+    ensure_built(*BASE_IMAGES.values(), env=env)
+    return dict(BASE_IMAGES)
+
+
+def ensure_built(*images, env=None):
+    """Build the Debian base images (all of them, scripts/build-base-images) when one of `images`
+    is missing, e.g. ensure_built(RABBITMQ_4_3_IMAGE); Unavailable where this cannot build them."""
+    missing = [image for image in images if run(["docker", "image", "inspect", image], env).returncode != 0]
     if missing:
         if os.geteuid() != 0 or not shutil.which("debootstrap"):
-            raise Unavailable("the base images are missing and only root with debootstrap can build"
-                              " them (sudo make base-images)")
+            raise Unavailable(f"{', '.join(missing)} missing, and only root with debootstrap can build"
+                              " it (sudo make base-images)")
         built = run(["scripts/build-base-images"], env, timeout=900)
         if built.returncode != 0:
             raise AssertionError(built.stdout + built.stderr)
-    return dict(BASE_IMAGES)
 
 
 def copy_checkout(checkout):

@@ -1,11 +1,14 @@
 """The site with RabbitMQ down, then back; and many guests registering at once."""
 
 import json
+import re
 import threading
 import time
 from urllib.parse import quote
 
 from labkit import Lab, ticket_rows
+from nightjar import queueing
+from nightjar.config import Settings, redact_url
 from nightjar.harness.rabbitnode import PrivateNode
 from nightjar.sandbox.rabbitadmin import Admin
 from nightjar_site.database import PUBLISHER_NAME
@@ -135,6 +138,77 @@ def test_a_registration_after_rabbitmq_closed_the_sites_connection_is_queued_at_
         second = guest.register("After the close")
         assert None not in (queued_at(lab, first), queued_at(lab, second))
         assert lab.depth() == (2, 0)
+    finally:
+        if site:
+            site.stop()
+        node.stop()
+
+
+def waiting_line(page):
+    """The registration page's line for a registration waiting to be queued, tags and all."""
+    found = re.search(r'<p class="waiting">.*?</p>', page, re.S)
+    return found and found.group(0)
+
+
+def test_a_publish_rabbitmq_holds_returns_within_the_limit_and_is_queued_once_when_it_answers(tmp_path):
+    """A memory alarm: RabbitMQ takes a publish and holds it unconfirmed. The POST returns after
+    NIGHTJAR_CONFIRM_SECONDS, the page says the registration is saved and waiting, nothing is
+    published again while RabbitMQ holds it, and once the alarm clears every registration is
+    queued exactly once (a non-idempotent handler writes one ticket each)."""
+    node = PrivateNode().start()
+    site = None
+    try:
+        node.wait_ready()
+        lab = Lab(tmp_path, amqp_url=node.url)
+        limit = 2
+        lab.extra_env.update(NIGHTJAR_CONFIRM_SECONDS=str(limit), NIGHTJAR_SITE_THREADS="1")
+        site = Site(lab, amqp_url=node.url)  # its requeue loop every second
+        guest = FormClient(site.url)
+        before = guest.register("Before the alarm")
+        node.ctl("set_vm_memory_high_watermark", "0.0001")
+
+        timings = []
+        for name in ("Held by RabbitMQ", "While it holds one"):
+            token = guest.token()
+            started = time.monotonic()
+            status, location = guest.post_name(name, token)
+            timings.append(time.monotonic() - started)
+            assert status == 303, (status, location)
+        held, after = f"R-{int(before[2:]) + 1:04d}", f"R-{int(before[2:]) + 2:04d}"
+        # The first waits the limit out; the next is not published while RabbitMQ holds one.
+        assert limit <= timings[0] < limit + 1.5 and timings[1] < 1, timings
+        for registration_id in (held, after):
+            status, page = guest.get(f"registrations/{registration_id}")
+            assert status == 200
+            assert waiting_line(page) == ('<p class="waiting"><strong>Waiting to be queued.</strong> The'
+                                          ' registration is saved; the site queues it once RabbitMQ confirms it.</p>')
+        # desk.py says the same in one line (on a database of its own, which no site queues from).
+        desk = Lab(tmp_path / "desk", amqp_url=node.url)
+        desk.extra_env["NIGHTJAR_CONFIRM_SECONDS"] = str(limit)
+        broker_url = redact_url(node.url)
+        for command, line in [
+                (["register", "At the desk"], f"Registered R-0002, but RabbitMQ at {broker_url} has not confirmed"
+                 f" it within {limit} s; it is saved, and the site queues it once RabbitMQ confirms.\n"),
+                (["retry", "R-0001"], f"Sent a new delivery of R-0001, but RabbitMQ at {broker_url} has not"
+                 f" confirmed it within {limit} s; it may still arrive.\n")]:
+            started = time.monotonic()
+            said = desk.run("desk.py", *command)
+            assert (said.returncode, said.stdout, said.stderr) == (1, line, "")
+            assert limit <= time.monotonic() - started < limit + 3
+        time.sleep(queueing.grace_seconds(Settings.from_env(lab.env)) + 2)  # the requeue loop waits too
+        assert (queued_at(lab, held), queued_at(lab, after)) == (None, None)
+
+        node.ctl("set_vm_memory_high_watermark", "0.4")
+        deadline = time.monotonic() + 30
+        while None in (queued_at(lab, held), queued_at(lab, after)):
+            assert time.monotonic() < deadline, site.log.read_text()
+            time.sleep(0.2)
+        time.sleep(3)  # three more rounds of the requeue loop: still one message each
+        assert lab.depth() == (3, 0)
+        drained = lab.run("worker.py", "--drain")  # the shipped handler: not idempotent
+        assert drained.returncode == 0, drained.stderr
+        assert [ticket_rows(lab.tickets(i)) for i in (before, held, after)] == [
+            [(2, before, "Before the alarm")], [(3, held, "Held by RabbitMQ")], [(4, after, "While it holds one")]]
     finally:
         if site:
             site.stop()

@@ -16,6 +16,11 @@ Settings (environment):
   NIGHTJAR_CONSOLE_SOLUTIONS  off: no "Show the solution" nor "Solve unit N" (a graded course)
   NIGHTJAR_CONSOLE_ORIGINS  more Origins to accept, comma-separated (a forwarded port)
   NIGHTJAR_CONSOLE_TOKEN    a token to use instead of the stored one
+
+Started by a JupyterHub spawner (JUPYTERHUB_API_TOKEN and JUPYTERHUB_SERVICE_PREFIX set: a
+course, course/), it is that learner's single-user server: it listens where
+JUPYTERHUB_SERVICE_URL says, serves under the prefix, and the hub's login
+replaces the token (hub.py).
 """
 
 import asyncio
@@ -23,6 +28,8 @@ import logging
 import os
 import sys
 from pathlib import Path
+
+from urllib.parse import unquote, urlsplit
 
 from .access import origins_from_env, stored_token
 from .address import DEFAULT_PORT, console_url
@@ -40,7 +47,21 @@ def config_from_env():
                   site_port=int(os.environ.get("NIGHTJAR_SITE_PORT") or 8000),
                   management_port=management_port(os.environ.get("NIGHTJAR_MANAGEMENT_PORT")),
                   solutions=os.environ.get("NIGHTJAR_CONSOLE_SOLUTIONS", "on").strip().lower() != "off",
-                  origins=origins_from_env())
+                  origins=origins_from_env(), hub=spawned_by_hub(),
+                  management_login=management_login())
+
+
+def management_login():
+    """(user, password) of the learner's own RabbitMQ login under a course's hub (the broker is
+    shared, and that login sees the learner's vhost alone); () elsewhere."""
+    if not spawned_by_hub():
+        return ()
+    url = urlsplit(os.environ.get("NIGHTJAR_AMQP_URL", ""))
+    return (unquote(url.username or ""), unquote(url.password or ""))
+
+
+def spawned_by_hub():
+    return bool(os.environ.get("JUPYTERHUB_API_TOKEN") and os.environ.get("JUPYTERHUB_SERVICE_PREFIX"))
 
 
 def management_port(given):
@@ -58,12 +79,18 @@ async def serve():
     from .app import READ_LIMIT, make_app
 
     config = config_from_env()
-    token = stored_token(config.data)
-    app = make_app(config, token)
-    host = os.environ.get("NIGHTJAR_CONSOLE_HOST") or "127.0.0.1"
-    app.listen(listening_port(), host, max_body_size=READ_LIMIT)
-    print("The lab console is ready. Open it in your browser:", flush=True)
-    print(console_url(token), flush=True)
+    if config.hub:
+        config.data.mkdir(parents=True, exist_ok=True)
+        where = urlsplit(os.environ.get("JUPYTERHUB_SERVICE_URL") or "http://127.0.0.1:8888/")
+        make_app(config).listen(where.port or 80, where.hostname, max_body_size=READ_LIMIT)
+        print(f"The lab console serves the hub's user under {os.environ['JUPYTERHUB_SERVICE_PREFIX']}",
+              flush=True)
+    else:
+        token = stored_token(config.data)
+        host = os.environ.get("NIGHTJAR_CONSOLE_HOST") or "127.0.0.1"
+        make_app(config, token).listen(listening_port(), host, max_body_size=READ_LIMIT)
+        print("The lab console is ready. Open it in your browser:", flush=True)
+        print(console_url(token), flush=True)
     await asyncio.Event().wait()
 
 

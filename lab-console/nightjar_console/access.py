@@ -38,9 +38,12 @@ def stored_token(folder):
 
 
 class Access:
+    """The token's holder (none under a hub, whose login decides: hub.py), and the Origins allowed."""
+
     def __init__(self, token, origins=()):
-        self.token = token
-        self.cookie_value = hmac.new(token.encode(), b"nightjar-console cookie", hashlib.sha256).hexdigest()
+        self.token = token or ""
+        self.cookie_value = hmac.new(self.token.encode(), b"nightjar-console cookie",
+                                     hashlib.sha256).hexdigest() if token else ""
         self.origins = {origin.rstrip("/").lower() for origin in origins if origin}
 
     def token_matches(self, given):
@@ -48,6 +51,8 @@ class Access:
 
     def allows(self, request):
         """True when the request carries the token (cookie, or an Authorization header)."""
+        if not self.token:
+            return False
         cookie = request.cookies.get(COOKIE)
         if cookie is not None and hmac.compare_digest(cookie.value.encode(), self.cookie_value.encode()):
             return True

@@ -5,9 +5,7 @@
     GET  /api/units/KEY/guide?lang=ja|en
     POST /api/units/KEY/setup       the unit's setup, run in the Workstation
     POST /api/units/KEY/check       the unit's check, run in the Workstation
-    GET  /api/units/KEY/solution    the unit's solution handler.py beside the learner's, differences marked
-    POST /api/units/KEY/solve       the unit's ./solve (make solve-unit), run in the Workstation
-                                    (these two answer 403 when NIGHTJAR_CONSOLE_SOLUTIONS=off)
+    GET  /api/units/KEY/solution, POST /api/units/KEY/solve   a stuck learner's way out (solutions.py)
     GET  /api/files/handler.py      the Workstation's handler.py (the only file served)
     PUT  /api/files/handler.py      save it: {"text", "version"?, "force"?}
     POST /api/grade                 the grader's verdict, with the version of handler.py it judged
@@ -23,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +29,8 @@ import tornado.web
 import tornado.websocket
 
 from . import agentlink, grading, guides, solutions
+from nightjar.keyfile import read_or_create
+
 from .access import COOKIE, Access
 from .progress import Progress
 
@@ -52,6 +53,8 @@ class Config:
     management_port: int | None = 15672   # None: no management UI to link to (the page says why)
     solutions: bool = True      # "Show the solution" and "Solve unit N" (off for a graded course)
     origins: list = field(default_factory=list)
+    hub: bool = False           # a JupyterHub single-user server (hub.py): the hub's login, no token
+    management_login: tuple = ()  # under a hub: the learner's own (user, password) on the course's RabbitMQ
 
 
 def language(request):
@@ -93,10 +96,22 @@ class Guarded(tornado.web.RequestHandler):
     def initialize(self, config, access):
         self.config, self.access = config, access
 
+    def allowed(self):
+        return self.access.allows(self.request)
+
+    def refuse(self):
+        raise tornado.web.HTTPError(403, reason="Forbidden", log_message="this needs the console's token")
+
+    def learner_acted(self):
+        """Something the learner did (not a page's poll): the hub's idle culler counts it."""
+        activity = self.settings.get("activity")
+        if activity is not None:
+            activity.touch()
+
     def prepare(self):
-        if not self.access.allows(self.request):
-            raise tornado.web.HTTPError(403, reason="Forbidden",
-                                        log_message="this needs the console's token")
+        if not self.allowed():
+            self.refuse()
+            return
         origin = self.request.headers.get("Origin")
         if self.request.method not in ("GET", "HEAD") and origin is not None \
                 and not self.access.origin_allowed(self.request, origin):
@@ -121,8 +136,9 @@ class Api(Guarded):
     def write_error(self, status_code, **kwargs):
         error = kwargs.get("exc_info", (None, None))[1]
         message = getattr(error, "log_message", None) or self._reason
-        if status_code == 403 and not self.access.allows(self.request):
-            message = "This needs the lab console's token: open the URL the console printed."
+        if status_code == 403 and not self.allowed():
+            message = ("Log in to the course's hub first." if self.config.hub else
+                       "This needs the lab console's token: open the URL the console printed.")
         self.finish({"error": message})
 
     def body_json(self):
@@ -142,16 +158,18 @@ class Api(Guarded):
 
 
 class Page(Guarded):
+    is_page = True
+
     def prepare(self):
         token = self.get_query_argument("token", None)
-        if token is not None:
+        if token is not None and not self.config.hub:
             if not self.access.token_matches(token):
                 raise tornado.web.HTTPError(403, reason="Forbidden", log_message="a wrong token")
             # Trade the token for the cookie, and take it out of the address bar.
             self.set_cookie(COOKIE, self.access.cookie_value, httponly=True, samesite="Strict",
                             secure=self.request.headers.get("X-Forwarded-Proto") == "https"
                             or self.request.protocol == "https")
-            self.redirect("/")
+            self.redirect(self.reverse_url("page"))
             return
         super().prepare()
 
@@ -167,7 +185,10 @@ class Page(Guarded):
         self.render("console.html", lang=language(self.request), units=guides.listing(),
                     passed=progress["passed"], current=progress["current"] or "1",
                     site_port=self.config.site_port, management_port=self.config.management_port,
-                    solutions=self.config.solutions)
+                    solutions=self.config.solutions,
+                    base=self.reverse_url("page"), hub=self.config.hub,
+                    management_login=self.config.management_login,
+                    xsrf=self.xsrf_token.decode() if self.config.hub else "")
 
     def write_error(self, status_code, **kwargs):
         self.render("refused.html", status=status_code)
@@ -186,15 +207,13 @@ class Guide(Api):
         if lang not in ("ja", "en"):
             self.fail(400, f"no guide in {lang!r}: ja or en")
         self.unit_folder(key)
-        html = guides.guide_html(key, lang, management=self.config.management_port is not None)
-        self.finish({"key": key, "lang": lang, "html": html})
+        self.finish({"key": key, "lang": lang, "html": guides.guide_html(key, lang, self.config.management_port)})
 
 
 class UnitScript(Api):
     async def post(self, key, action):
         self.unit_folder(key)
-        if action == "solve":
-            solutions_allowed(self, key)
+        solutions.allowed(self, key) if action == "solve" else None
         lang = self.body_json().get("lang") or language(self.request)
         if lang not in ("ja", "en"):
             self.fail(400, f"no language {lang!r}: ja or en")
@@ -202,26 +221,20 @@ class UnitScript(Api):
             status, lines = await agentlink.run_script(self.config.socket, action, key, lang)
         except agentlink.AgentUnavailable as error:
             self.fail(503, f"Cannot {action} unit {key}: {error}")
+        self.learner_acted()
         progress = Progress(self.config.data)
         if action == "check" and status == 0:
             progress.passed(key)
+            if self.config.hub:
+                from . import hub
+                asyncio.ensure_future(hub.tell_passed(self.config.grader_url, key))
         if action == "setup" and status == 0:
             progress.set_up(key)
         self.finish({"key": key, "action": action, "status": status, "done": status == 0, "lines": lines})
 
 
-def solutions_allowed(handler, key):
-    if not handler.config.solutions:
-        handler.fail(403, "this course turns the solutions off (NIGHTJAR_CONSOLE_SOLUTIONS=off)")
-    if not key.isdigit():
-        handler.fail(404, f"lesson {key} has no solution to show or run here: its guide walks it")
-
-
-class Solution(Api):
-    def get(self, key):
-        folder = self.unit_folder(key)
-        solutions_allowed(self, key)
-        self.finish(dict(solutions.compared(folder, self.config.workstation / EDITABLE), key=key))
+class Solution(solutions.ShowSolution, Api):
+    """GET /api/units/KEY/solution (solutions.py)."""
 
 
 class File(Api):
@@ -258,6 +271,7 @@ class File(Api):
             self.finish({"error": f"{EDITABLE} changed in the Workstation since the editor opened it",
                          "version": current})
             return
+        self.learner_acted()
         temporary = path.with_name(f".{EDITABLE}.console")
         temporary.write_bytes(data)
         os.replace(temporary, path)
@@ -267,17 +281,14 @@ class File(Api):
 
 class Grade(Api):
     async def post(self):
+        self.learner_acted()
+        judged = (self.config.workstation / EDITABLE).read_bytes()  # a course's service is sent it
+        sent = judged if self.config.hub else None
         try:
-            graded = version((self.config.workstation / EDITABLE).read_bytes())
-        except FileNotFoundError:
-            graded = None
-        try:
-            verdict = await grading.grade(self.config.grader_url)
+            verdict = await grading.grade(self.config.grader_url, sent)
         except grading.CannotGrade as error:
             self.fail(503, f"Cannot grade: {error}")
-        # The handler.py it judged, as the editor names versions: the page marks the verdict
-        # as an earlier one's once the file changes.
-        self.finish(dict(verdict, version=graded))
+        self.finish(dict(verdict, version=version(judged)))  # the page marks it old once the file changes
 
 
 class Terminal(tornado.websocket.WebSocketHandler):
@@ -289,9 +300,11 @@ class Terminal(tornado.websocket.WebSocketHandler):
         self.config, self.access = config, access
         self.agent = None
 
+    allowed, refuse = Guarded.allowed, Guarded.refuse
+
     def prepare(self):
-        if not self.access.allows(self.request):
-            raise tornado.web.HTTPError(403, reason="Forbidden", log_message="this needs the console's token")
+        if not self.allowed():
+            self.refuse()
 
     def check_origin(self, origin):
         return self.access.origin_allowed(self.request, origin)
@@ -327,6 +340,8 @@ class Terminal(tornado.websocket.WebSocketHandler):
         except ValueError:
             return
         if isinstance(parsed, list) and parsed and parsed[0] in ("stdin", "size"):
+            if parsed[0] == "stdin":
+                Guarded.learner_acted(self)
             self.agent.write((json.dumps(parsed) + "\n").encode())
             await self.agent.drain()
 
@@ -336,6 +351,8 @@ class Terminal(tornado.websocket.WebSocketHandler):
 
 
 class Health(tornado.web.RequestHandler):
+    open_to_all = True
+
     def get(self):
         self.finish("ok\n")
 
@@ -347,11 +364,12 @@ def log_request(handler):
     log.log(level, "%d %s %s", status, handler.request.method, handler.request.path)
 
 
-def make_app(config, token):
+def make_app(config, token=None):
+    """The console's application: the token guards it, or, under a hub (config.hub), the hub's login."""
     access = Access(token, config.origins)
     shared = {"config": config, "access": access}
-    return tornado.web.Application([
-        (r"/", Page, shared),
+    routes = [
+        (r"/", Page, shared, "page"),
         (r"/api/units", Units, shared),
         (r"/api/units/([^/]+)/guide", Guide, shared),
         (r"/api/units/([^/]+)/(setup|check|solve)", UnitScript, shared),
@@ -360,6 +378,22 @@ def make_app(config, token):
         (r"/api/grade", Grade, shared),
         (r"/terminal", Terminal, shared),
         (r"/healthz", Health),
-    ], template_path=str(HERE / "templates"), static_path=str(HERE / "static"),
+    ]
+    settings = {}
+    url_prefix = "/"
+    if config.hub:
+        from . import hub
+
+        url_prefix = hub.prefix()
+        routes = hub.login_handlers(routes, url_prefix, access)
+        settings["activity"] = hub.Activity()
+        settings["activity"].start()
+        settings["cookie_secret"] = read_or_create(config.data / "cookie-secret",
+                                                   lambda: secrets.token_hex(32))
+    return tornado.web.Application(
+        [tornado.web.url(pattern, handler, *rest[:1], name=rest[1] if len(rest) > 1 else None)
+         for pattern, handler, *rest in routes],
+        template_path=str(HERE / "templates"), static_path=str(HERE / "static"),
+        static_url_prefix=url_prefix + "static/",
         log_function=log_request, websocket_max_message_size=MESSAGE_LIMIT,
-        websocket_ping_interval=20, xsrf_cookies=False, compress_response=True)
+        websocket_ping_interval=20, xsrf_cookies=False, compress_response=True, **settings)

@@ -5,10 +5,13 @@ In containers the console runs no learner code: it asks the grading service
 share), which grades the Workstation's handler.py against the grader's own
 RabbitMQ, apart from the live one. Without containers (make local) the
 console runs `python3 -m grader --json` itself, as `make grade` does there.
+In a course (course/), the course's service grades on the grading farm the
+handler.py the console sends it, for the learner its hub token names.
 """
 
 import asyncio
 import json
+import os
 import sys
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
@@ -28,10 +31,14 @@ async def _local():
     return grader.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
 
 
-async def _service(url):
+async def _service(url, handler=None):
+    headers = {}
+    if handler is not None:  # a course's service: this learner's handler.py, as their hub token says
+        headers["Authorization"] = f"token {os.environ['JUPYTERHUB_API_TOKEN']}"
     try:
         answer = await AsyncHTTPClient().fetch(url.rstrip("/") + "/grade?format=json", method="POST",
-                                               body=b"", request_timeout=GRADING_SECONDS)
+                                               body=handler or b"", headers=headers,
+                                               request_timeout=GRADING_SECONDS)
     except HTTPClientError as error:
         raise CannotGrade(f"the grading service answered {error.code}") from None
     except OSError as error:
@@ -41,9 +48,10 @@ async def _service(url):
     return reply["status"], reply["stdout"], reply["stderr"]
 
 
-async def grade(service_url):
-    """{"status", "passed", "checks", "error"}: the grader's verdict on handler.py."""
-    status, stdout, stderr = await (_service(service_url) if service_url else _local())
+async def grade(service_url, handler=None):
+    """{"status", "passed", "checks", "error"}: the grader's verdict on handler.py (whose bytes
+    a course's service is sent)."""
+    status, stdout, stderr = await (_service(service_url, handler) if service_url else _local())
     try:
         verdict = json.loads(stdout)
     except ValueError:

@@ -44,7 +44,7 @@ def listing():
 
 def guide_html(key, lang, management=True):
     """A unit's guide in `lang` ('en' or 'ja') as HTML, as the console shows it (in_console):
-    `management` False when the console has no management UI to link to."""
+    `management` false (the console's management port None) when it has no management UI to link to."""
     if lang not in LANGUAGES:
         raise UnknownUnit(f"no guide in {lang!r}: ja or en")
     text = (folder_of(key) / LANGUAGES[lang]).read_text(encoding="utf-8")

@@ -4,6 +4,25 @@ NIGHTJAR_CONSOLE_SOLUTIONS=off turns both off, for a graded course."""
 
 import difflib
 
+EDITABLE = "handler.py"
+
+
+def allowed(handler, key):
+    """Fails the request (an app.py Api handler) unless unit `key`'s solution may be shown or run."""
+    if not handler.config.solutions:
+        handler.fail(403, "this course turns the solutions off (NIGHTJAR_CONSOLE_SOLUTIONS=off)")
+    if not key.isdigit():
+        handler.fail(404, f"lesson {key} has no solution to show or run here: its guide walks it")
+
+
+class ShowSolution:
+    """GET /api/units/KEY/solution, mixed into app.py's Api handler."""
+
+    def get(self, key):
+        folder = self.unit_folder(key)
+        allowed(self, key)
+        self.finish(dict(compared(folder, self.config.workstation / EDITABLE), key=key))
+
 
 def compared(folder, mine_path):
     """{"changes", "same", "rows"} for the unit in `folder`: changes False when the unit asks

@@ -4,7 +4,8 @@ NIGHTJAR_SITE_HOST (default 127.0.0.1) and NIGHTJAR_SITE_PORT (default 8000)
 choose the address; containers set NIGHTJAR_SITE_HOST=0.0.0.0.
 NIGHTJAR_SITE_THREADS (8) is waitress's number of threads, NIGHTJAR_SITE_CPU
 the core they run on (default: the one the site starts on; "any": wherever
-the kernel puts them).
+the kernel puts them). NIGHTJAR_SITE_PREFIX serves it under a path (a
+course's lab console relays PREFIX/site/ to it).
 """
 
 import logging
@@ -71,7 +72,8 @@ def main():
     requeue.start(app)
     shown = "127.0.0.1" if host == "0.0.0.0" else host
     print(f"Nightjar site on http://{shown}:{port}/", flush=True)
-    waitress.serve(app, host=host, port=port, threads=threads, ident="Nightjar")
+    waitress.serve(app, host=host, port=port, threads=threads, ident="Nightjar",
+                   url_prefix=os.environ.get("NIGHTJAR_SITE_PREFIX", "").rstrip("/"))
     return 0
 
 

@@ -4,7 +4,8 @@ A registration is committed before it is published (nightjar.queueing), so
 when RabbitMQ is unreachable the row stays with queued_at NULL. A thread in
 the site process looks for such rows every few seconds and publishes them
 once RabbitMQ answers again; queued_at is set after each confirm, so each is
-queued once.
+queued once. A job whose confirm RabbitMQ still owes is not published again,
+and nothing is published while one is owed (queueing.waiting).
 """
 
 import logging
@@ -12,7 +13,7 @@ import threading
 
 import pika.exceptions
 
-from nightjar import broker, db as nightjar_db, queueing, registrations
+from nightjar import broker, db as nightjar_db, queueing
 
 log = logging.getLogger("nightjar_site.requeue")
 
@@ -22,12 +23,12 @@ def queue_waiting_once(settings):
     db = nightjar_db.connect(settings.db_path)
     try:
         # Cheap check first: most of the time nothing waits and RabbitMQ is not contacted.
-        if not registrations.unqueued(db, queueing.GRACE_SECONDS):
+        if not queueing.waiting(db, settings):
             return []
         try:
             with queueing.publisher(settings) as channel:
                 return queueing.queue_waiting(db, channel, settings)
-        except (broker.BrokerUnavailable, pika.exceptions.AMQPError):
+        except (broker.BrokerUnavailable, pika.exceptions.AMQPError, queueing.ConfirmPending):
             return []
     finally:
         db.close()

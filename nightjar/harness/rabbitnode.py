@@ -123,6 +123,7 @@ class PrivateNode:
         self.password = secrets.token_urlsafe(18)
         self.process = None
         self.watchdog = None
+        self.env = None  # rabbitmq-server's and rabbitmqctl's, from start()
         self.port = self.dist_port = None
         self.management_port = None
         self._remove_if_orphaned = Path(remove_if_orphaned or self.dir)
@@ -143,8 +144,8 @@ class PrivateNode:
         if not same_ports:
             self.port, self.dist_port, self.management_port = free_port(), free_port(), free_port()
         d = self.dir
-        env = node_environment(d, self.name, self.port, self.dist_port, self.management_port,
-                               login=(self.USER, self.password))
+        env = self.env = node_environment(d, self.name, self.port, self.dist_port, self.management_port,
+                                          login=(self.USER, self.password))
         self._log = open(d / "server.out", "wb")
         # Its own session: the terminal's Ctrl+C does not reach it, and the
         # whole node (script, VM, port programs) is one process group to stop.
@@ -203,6 +204,12 @@ class PrivateNode:
             return "no output"
         interesting = [line for line in lines if "error" in line.lower()] or lines
         return " / ".join(interesting[-3:])[:500] or "no output"
+
+    def ctl(self, *args, timeout=60):
+        """rabbitmqctl on this node (after start()), e.g. ctl("set_vm_memory_high_watermark", "0.4");
+        raises CalledProcessError when it fails."""
+        return subprocess.run([find_tool("rabbitmqctl"), "-n", self.name, *args], env=self.env, cwd=self.dir,
+                              capture_output=True, text=True, timeout=timeout, check=True)
 
     def restart(self):
         """Kill the node as a crash would, and start it again on the same ports and data."""

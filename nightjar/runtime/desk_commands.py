@@ -59,6 +59,11 @@ def cmd_register(db, settings, name):
     if queued:
         print(f"Registered {registration_id} and queued it.")
         return 0
+    if queued is queueing.Outcome.UNCONFIRMED:
+        print(f"Registered {registration_id}, but RabbitMQ at {redact_url(settings.amqp_url)} has not"
+              f" confirmed it within {settings.confirm_seconds:g} s; it is saved, and the site queues it"
+              " once RabbitMQ confirms.")
+        return 1
     print(f"Registered {registration_id}, but RabbitMQ at {redact_url(settings.amqp_url)} did not take"
           " it now; the site queues it once RabbitMQ is back.")
     return 1
@@ -66,8 +71,13 @@ def cmd_register(db, settings, name):
 
 def cmd_retry(db, settings, registration_id):
     registration = _existing(db, registration_id)
-    with queueing.publisher(settings) as channel:
-        queueing.queue_registration(db, channel, settings, registration.id, registration.name)
+    try:
+        with queueing.publisher(settings) as channel:
+            queueing.queue_registration(db, channel, settings, registration.id, registration.name)
+    except queueing.ConfirmPending:
+        print(f"Sent a new delivery of {registration.id}, but RabbitMQ at {redact_url(settings.amqp_url)}"
+              f" has not confirmed it within {settings.confirm_seconds:g} s; it may still arrive.")
+        return 1
     print(f"Queued a new delivery of {registration.id} ({registration.name}).")
     return 0
 

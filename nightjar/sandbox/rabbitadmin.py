@@ -20,7 +20,14 @@ TIMEOUT = 10
 
 
 class AdminError(Exception):
-    """The management API refused or did not answer; the text says which and why."""
+    """The management API refused or did not answer; the text says which and why.
+
+    status: the HTTP status it answered (404: no such vhost or user), None when it did not answer.
+    """
+
+    def __init__(self, text, status=None):
+        super().__init__(text)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,8 @@ class Admin:
             with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
                 return answer.read()
         except urllib.error.HTTPError as error:
-            raise AdminError(f"the management API answered {error.code} to {method} /api/{path}") from None
+            raise AdminError(f"the management API answered {error.code} to {method} /api/{path}",
+                             status=error.code) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise AdminError(f"the management API at {self.base[:-4]} does not answer ({reason})") from None

@@ -9,8 +9,14 @@ let lang = body.dataset.lang;
 
 // ---- talking to the console --------------------------------------------------------
 
+// Every URL is under the console's own path: "/" on its own, /user/NAME/ under a course's hub,
+// whose login also asks for its XSRF token on every call a script makes.
+const base = body.dataset.base || "/";
+
 async function api(method, path, payload) {
   const options = { method, credentials: "same-origin", headers: {} };
+  if (body.dataset.xsrf) options.headers["X-XSRFToken"] = body.dataset.xsrf;
+  path = base + path.replace(/^\//, "");
   if (payload !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(payload);
@@ -56,8 +62,10 @@ function linkTo(port) {
   if (forwarded) return `${location.protocol}//${forwarded[1]}-${port}${forwarded[2]}/`;
   return `${location.protocol}//${location.hostname}:${port}/`;
 }
-$("site-link").href = linkTo(body.dataset.sitePort);
-if (body.dataset.managementPort) $("management-link").href = linkTo(body.dataset.managementPort);
+$("site-link").href = body.dataset.siteUrl || linkTo(body.dataset.sitePort);
+if ($("management-link")) { // none when the lab runs no management UI: the page says so instead
+  $("management-link").href = body.dataset.managementUrl || linkTo(body.dataset.managementPort);
+}
 
 // ---- the guide ------------------------------------------------------------------------
 
@@ -298,10 +306,8 @@ function send(message) {
 }
 
 function connect() {
-  // Relative to the page, as every request here: the console may be served under a prefix.
-  const address = new URL(`terminal?rows=${term.rows}&cols=${term.cols}`, location.href);
-  address.protocol = location.protocol === "https:" ? "wss:" : "ws:";
-  socket = new WebSocket(address);
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}${base}terminal?rows=${term.rows}&cols=${term.cols}`);
   socket.onmessage = (event) => {
     const [kind, value] = JSON.parse(event.data);
     if (kind === "attached") {

@@ -1,0 +1,232 @@
+"""The course's JupyterHub: every learner's lab, behind the hub's login (course/README.md).
+
+JupyterHub logs learners in, starts and culls their labs, and proxies them;
+this file only configures it, with small hooks around the spawner:
+- each learner's lab is one container of the learner image
+  (course/learner.Dockerfile), whose single-user server is the lab console;
+- before it starts, the learner's vhost and RabbitMQ user on the course's
+  broker are made (course/learners.py), and a network of the learner's own
+  joins the lab to the hub and the broker, and to nothing else;
+- the learner's files and live database are a volume of their own, kept
+  when the lab stops, is culled or killed; deleting the user removes them.
+
+Settings (environment, set by course/compose.yaml):
+  NIGHTJAR_LEARNER_IMAGE       the learner image
+  NIGHTJAR_COURSE_SPAWNER      docker (one Docker engine) or swarm (a Docker swarm)
+  NIGHTJAR_COURSE_PROJECT      the prefix of every Docker object the course makes
+  NIGHTJAR_COURSE_HUB          the hub's container name (joined to each learner's network)
+  NIGHTJAR_COURSE_BROKER       the broker's container name, and its host name for the labs
+  NIGHTJAR_COURSE_ADMIN_URL    the broker's administrator (course/learners.py)
+  NIGHTJAR_COURSE_MEMORY, NIGHTJAR_COURSE_CPUS, NIGHTJAR_COURSE_PIDS   a lab's limits
+  NIGHTJAR_COURSE_IDLE_SECONDS the idle culler's limit
+  NIGHTJAR_COURSE_ADMIN        the instructor's hub user (an admin)
+  NIGHTJAR_COURSE_AUTHENTICATOR  native (default) or dummy (the tests only)
+"""
+
+import os
+import sys
+
+import docker
+from dockerspawner import DockerSpawner, SwarmSpawner
+
+sys.path.insert(0, "/srv/nightjar")
+from course import learners  # noqa: E402  (course/learners.py: names, vhosts, users)
+
+c = get_config()  # noqa: F821  (JupyterHub's config loader defines it)
+env = os.environ
+PROJECT = env.get("NIGHTJAR_COURSE_PROJECT", "nightjar-course")
+HUB = env.get("NIGHTJAR_COURSE_HUB", f"{PROJECT}-hub")
+BROKER = env.get("NIGHTJAR_COURSE_BROKER", f"{PROJECT}-broker")
+WORK = "/home/labex/project"  # the learner's volume: ticket-desk/ and the live database
+
+# ---- the hub and its proxy ------------------------------------------------------------
+c.JupyterHub.ip = "0.0.0.0"        # in the hub's container; compose publishes it on 127.0.0.1
+c.JupyterHub.port = 8000
+c.JupyterHub.hub_ip = "0.0.0.0"
+c.JupyterHub.hub_connect_ip = HUB  # the labs reach the hub's API by its container name
+c.JupyterHub.db_url = "sqlite:////srv/jupyterhub/data/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "/srv/jupyterhub/data/jupyterhub_cookie_secret"
+# On a tmpfs (compose.yaml): a hub container started again must not take another process of its
+# own for the proxy of its last run.
+c.ConfigurableHTTPProxy.pid_file = "/run/jupyterhub/proxy.pid"
+# A hub that restarts leaves the labs running; they are found again in its database.
+c.JupyterHub.cleanup_servers = False
+c.JupyterHub.cleanup_proxy = False
+# Activity comes from what the learner does (the console tells the hub: nightjar_console/hub.py),
+# never from the proxy, where an open tab's websocket pings would keep an abandoned lab alive.
+c.JupyterHub.last_activity_interval = 0
+c.JupyterHub.default_url = "/hub/home"
+
+# ---- who logs in --------------------------------------------------------------------------
+instructor = env.get("NIGHTJAR_COURSE_ADMIN", "instructor")
+if env.get("NIGHTJAR_COURSE_AUTHENTICATOR") == "dummy":  # the tests' stand-in, never a course's
+    c.JupyterHub.authenticator_class = "dummy"
+    c.DummyAuthenticator.password = env["NIGHTJAR_COURSE_TEST_PASSWORD"]
+else:
+    # Learners sign up; the instructor authorizes them (/hub/authorize). A university plugs its
+    # own login in here instead (README: OAuthenticator, LTI 1.3).
+    c.JupyterHub.authenticator_class = "native"
+    c.NativeAuthenticator.open_signup = env.get("NIGHTJAR_COURSE_OPEN_SIGNUP") == "yes"
+    c.NativeAuthenticator.minimum_password_length = 10
+c.Authenticator.admin_users = {instructor}
+
+
+class NoStatsd:
+    """NativeAuthenticator 1.3 (its newest release) still times its login with the statsd client
+    JupyterHub 5 removed: without this, every login answers 500."""
+
+    def timer(self, name):
+        return self
+
+    def start(self):
+        return self
+
+    def stop(self, send=True):
+        pass
+
+
+def native_login_on_jupyterhub_6():
+    from nativeauthenticator import handlers
+
+    login = handlers.LoginHandler
+    login.statsd = NoStatsd()
+    render = login._render
+    # JupyterHub 6 renders a refused form through _render(sync=True, message=...).
+    login._render = lambda self, login_error=None, username=None, **ignored: render(self, login_error, username)
+
+
+native_login_on_jupyterhub_6()
+c.Authenticator.allow_all = True  # whoever the authenticator lets in (NativeAuthenticator: authorized)
+
+# ---- the labs -----------------------------------------------------------------------------
+Base = SwarmSpawner if env.get("NIGHTJAR_COURSE_SPAWNER") == "swarm" else DockerSpawner
+
+
+class CourseSpawner(Base):
+    """DockerSpawner (or SwarmSpawner) with the course's names, and the learner's vhost, network
+    and volume removed with the learner."""
+
+    async def delete_forever(self):
+        learner = learners.names(self.user.name)
+        admin, *_ = learners.from_environment()
+        learners.remove(admin, learner)
+        client = docker.from_env()
+        for remove in (lambda: client.volumes.get(learner.volume).remove(force=True),
+                       lambda: client.networks.get(network_of(learner)).remove()):
+            try:
+                remove()
+            except docker.errors.NotFound:
+                pass
+        await super().delete_forever()
+
+
+def network_of(learner):
+    return f"{PROJECT}-{learner.slug}"
+
+
+def join_learner_network(learner):
+    """The learner's own network, with the hub and the broker on it and no other lab."""
+    client = docker.from_env()
+    name = network_of(learner)
+    try:
+        network = client.networks.get(name)
+    except docker.errors.NotFound:
+        network = client.networks.create(name, driver="overlay" if Base is SwarmSpawner else "bridge",
+                                         attachable=Base is SwarmSpawner, labels={"nightjar.course": PROJECT})
+    join(network)
+    return name
+
+
+def join(network):
+    network.reload()
+    joined = {container["Name"] for container in network.attrs.get("Containers", {}).values()}
+    for container in (HUB, BROKER):
+        if container not in joined:
+            network.connect(container, aliases=[container])
+
+
+def rejoin_learner_networks():
+    """A hub container made anew (an upgrade, `compose up` after a change) is on none of the
+    running labs' networks: it joins them again as it starts, and finds its labs."""
+    for network in docker.from_env().networks.list(filters={"label": f"nightjar.course={PROJECT}"}):
+        join(network)
+
+
+rejoin_learner_networks()
+
+
+def before_start(spawner):
+    """The learner's vhost, user and network; the lab's names and its environment."""
+    learner = learners.names(spawner.user.name)
+    admin, secret, _, _ = learners.from_environment()
+    access = learners.provision(admin, learner, secret, host=BROKER, port=5672)
+    spawner.network_name = join_learner_network(learner)
+    spawner.object_name = learner.container
+    spawner.volumes = {learner.volume: WORK}
+    spawner.environment.update({
+        "NIGHTJAR_AMQP_URL": access.amqp_url,
+        # Grade: the course's service, through the hub's proxy (course/service.py).
+        "NIGHTJAR_CONSOLE_GRADER": f"http://{HUB}:8000/services/nightjar/",
+        "NIGHTJAR_QUEUE": "nightjar.tickets",
+        "NIGHTJAR_MANAGEMENT_URL": f"http://{BROKER}:15672/",
+    })
+
+
+c.JupyterHub.spawner_class = CourseSpawner
+c.Spawner.pre_spawn_hook = before_start
+c.DockerSpawner.image = env.get("NIGHTJAR_LEARNER_IMAGE", "nightjar-course/learner")
+c.DockerSpawner.cmd = ["python3", "/app/course/learner.py"]
+c.DockerSpawner.port = 8888
+c.DockerSpawner.use_internal_ip = True
+c.DockerSpawner.remove = True           # the container goes when the lab stops; its volume stays
+c.DockerSpawner.pull_policy = "never"   # built here (make course), never pulled
+c.DockerSpawner.http_timeout = 60
+c.DockerSpawner.start_timeout = 120
+c.Spawner.mem_limit = env.get("NIGHTJAR_COURSE_MEMORY", "384M")
+c.Spawner.cpu_limit = float(env.get("NIGHTJAR_COURSE_CPUS", "1"))
+c.DockerSpawner.extra_host_config = {"pids_limit": int(env.get("NIGHTJAR_COURSE_PIDS", "256")),
+                                     "init": True}
+# Every lab the course starts carries its label: make course-down finds them by it.
+c.DockerSpawner.extra_create_kwargs = {"labels": {"nightjar.course": PROJECT}}
+
+# ---- the idle culler: stops a lab nobody has used for a while (its files stay) --------------
+c.JupyterHub.load_roles = [{
+    # Learners may use the course's service (their lab's token holds what its owner may, and
+    # no more)...
+    "name": "user",
+    "scopes": ["self", "access:services!service=nightjar"],
+}, {
+    # ... and a lab's own token (its console's) may ask it to grade.
+    "name": "server",
+    "scopes": ["users:activity!user", "access:servers!server", "access:services!service=nightjar"],
+}, {
+    # The course's service reads who the learners are and a running lab's handler.py.
+    "name": "nightjar-service",
+    "scopes": ["list:users", "read:users", "read:users:groups", "read:servers", "access:servers"],
+    "services": ["nightjar"],
+}, {
+    "name": "idle-culler",
+    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+    "services": ["idle-culler"],
+}, {
+    "name": "course-admin",
+    "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"],
+    "services": ["course-admin"],
+}]
+c.JupyterHub.services = [{
+    "name": "nightjar",
+    "url": f"http://{PROJECT}-service:9000",
+    "api_token": env["NIGHTJAR_COURSE_SERVICE_TOKEN"],
+    "oauth_no_confirm": True,
+    "display": True,
+}, {
+    "name": "idle-culler",
+    "command": [sys.executable, "-m", "jupyterhub_idle_culler",
+                f"--timeout={env.get('NIGHTJAR_COURSE_IDLE_SECONDS', '3600')}",
+                f"--cull-every={env.get('NIGHTJAR_COURSE_CULL_EVERY', '60')}"],
+}, {
+    # Scripts and tests drive the course through the hub's REST API with this token
+    # (make course keeps it in var/course/api-token).
+    "name": "course-admin",
+    "api_token": open("/srv/jupyterhub/api-token").read().strip(),
+}]

@@ -1,0 +1,68 @@
+"""One learner's lab in one container: the Workstation's agent, the Nightjar site, the lab console.
+
+    python3 /app/course/learner.py      (the learner image's command; course/learner.Dockerfile)
+
+The hub's spawner starts the container with the JUPYTERHUB_* variables of a
+single-user server and the learner's own NIGHTJAR_AMQP_URL (their vhost on
+the course's RabbitMQ). The console is that single-user server; the site
+listens on the container's loopback only, under PREFIX/site, and the
+console relays it behind the hub's login. When one of the three ends, the
+others are stopped and the container ends with its status: the hub starts
+a fresh one, on the same volume, at the learner's next visit.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+PYTHON = sys.executable
+
+
+def programs(environ):
+    prefix = "/" + environ["JUPYTERHUB_SERVICE_PREFIX"].strip("/") + "/"
+    return {
+        "the Workstation's agent": [PYTHON, "-m", "nightjar_console.agent",
+                                    "--socket", environ["NIGHTJAR_CONSOLE_SOCKET"]],
+        "the Nightjar site": [PYTHON, "-m", "nightjar_site"],
+        "the lab console": [PYTHON, "-m", "nightjar_console"],
+    }, {"NIGHTJAR_SITE_PREFIX": prefix + "site"}
+
+
+def main():
+    commands, extra = programs(os.environ)
+    environment = {**os.environ, **extra}
+    started = {name: subprocess.Popen(command, env=environment) for name, command in commands.items()}
+
+    stopping = []
+
+    def stop(signum, frame):
+        stopping.append(signum)
+        for process in started.values():
+            if process.poll() is None:
+                process.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    ended_name, status = None, 0
+    while ended_name is None:
+        pid, wait_status = os.wait()
+        for name, process in started.items():
+            if process.pid == pid:
+                ended_name, status = name, os.waitstatus_to_exitcode(wait_status)
+                process.returncode = status
+    if stopping:
+        status = 0  # the hub stopped the lab
+    else:
+        print(f"{ended_name} ended (status {status}); stopping the lab.", flush=True)
+        stop(None, None)
+    for process in started.values():
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return 0 if stopping and stopping[0] is not None else (status if status > 0 else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

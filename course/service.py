@@ -1,0 +1,269 @@
+"""The course's service on the hub: the learners' Grade on the grading farm, and the instructor's page.
+
+    python3 -m course.service        (course/compose.yaml's `service`; the hub proxies
+                                      /services/nightjar/ to it and gives it its token)
+
+  POST grade        a learner's lab console (its server's hub token): handler.py, as the body,
+                    graded on the farm; answers as grader/service.py does ({"status",
+                    "stdout", "stderr"}), so the console shows it as any Grade
+  POST progress     a learner's lab console: {"unit": "2"} passed its check
+  GET  /            the instructor's page: every learner, the units they passed, their last
+                    Grade with its failed checks; for the hub's admins and its group
+                    course-staff (the hub's OAuth login)
+  GET  report.html, report.csv   the class report as it stands (grader/class_report.py)
+  POST grade-all    every learner's current handler.py graded on the farm: a running lab's
+                    file as its console serves it, else the one of the learner's last Grade
+
+Grading is the grading farm's (grader/farm.py: `python3 -m grader --handlers DIR --farm URL`),
+on a broker the labs cannot reach; the service keeps each learner's last Grade and the units
+they passed in a SQLite file of its own (NIGHTJAR_COURSE_SERVICE_DATA).
+"""
+
+import asyncio
+import datetime
+import json
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+import tornado.httpclient
+import tornado.ioloop
+import tornado.web
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+
+from grader.class_report import csv_text, html_report
+from grader.reports import ERROR, Submission
+
+from .learners import names
+
+HERE = Path(__file__).resolve().parent
+HANDLER_LIMIT = 512 * 1024    # the farm's own limit (grader/farm.py)
+STAFF_GROUP = "course-staff"
+UNIT = re.compile(r"[a-z0-9-]{1,16}")  # "2", "cl-13-2": the units' keys (scenarios/units/table.py)
+GRADING_SECONDS = 900
+
+
+class Store:
+    """Each learner's last Grade (its handler.py and the verdict) and the units they passed."""
+
+    def __init__(self, path):
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript("""
+            CREATE TABLE IF NOT EXISTS grades (learner TEXT PRIMARY KEY, at TEXT NOT NULL,
+                handler BLOB NOT NULL, submission TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS passed (learner TEXT NOT NULL, unit TEXT NOT NULL,
+                at TEXT NOT NULL, PRIMARY KEY (learner, unit));""")
+
+    def graded(self, learner, handler, submission):
+        self.db.execute("INSERT OR REPLACE INTO grades VALUES (?, ?, ?, ?)",
+                        (learner, now(), handler, json.dumps(submission.as_dict())))
+
+    def passed(self, learner, unit):
+        self.db.execute("INSERT OR IGNORE INTO passed VALUES (?, ?, ?)", (learner, unit, now()))
+
+    def last_grades(self):
+        """{learner: (time, Submission, handler.py)}."""
+        return {learner: (at, submission_of(json.loads(data), learner), handler)
+                for learner, at, handler, data in self.db.execute("SELECT * FROM grades")}
+
+    def units_passed(self):
+        found = {}
+        for learner, unit in self.db.execute("SELECT learner, unit FROM passed ORDER BY unit"):
+            found.setdefault(learner, []).append(unit)
+        return found
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def submission_of(data, name):
+    return Submission(name, data.get("status", ERROR), data.get("checks", []), data.get("note", ""),
+                      host=data.get("host", ""))
+
+
+async def grade_on_farm(handlers):
+    """{learner: Submission} for {learner: handler.py bytes}, graded as one batch on the farm."""
+    folders = {names(learner).slug: learner for learner in handlers}
+    with tempfile.TemporaryDirectory() as folder:
+        for slug, learner in folders.items():
+            (Path(folder) / slug).mkdir()
+            (Path(folder) / slug / "handler.py").write_bytes(handlers[learner])
+        grader = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "grader", "--handlers", folder, "--farm", os.environ["NIGHTJAR_COURSE_FARM_URL"],
+            "--json", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        stdout, stderr = await asyncio.wait_for(grader.communicate(), GRADING_SECONDS)
+    try:
+        found = json.loads(stdout)["submissions"]
+    except (ValueError, KeyError, TypeError):
+        why = (stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        return {learner: Submission(learner, ERROR, note=f"not graded: {why}") for learner in handlers}
+    return {folders[data["name"]]: submission_of(data, folders[data["name"]])
+            for data in found if data.get("name") in folders}
+
+
+def console_reply(submission):
+    """What the lab console's Grade button reads (nightjar_console/grading.py)."""
+    verdict = {"passed": submission.passed, "checks": submission.checks}
+    if submission.status == ERROR:
+        verdict["error"] = submission.note
+    return {"status": 0 if submission.passed else (2 if submission.status == ERROR else 1),
+            "stdout": json.dumps(verdict), "stderr": ""}
+
+
+class Service:
+    """What every handler shares: the store, and the hub's API as this service."""
+
+    def __init__(self, store):
+        self.store = store
+        self.auth = HubOAuth.instance()  # the handlers' own (a singleton)
+
+    async def hub(self, path, method="GET"):
+        answer = await tornado.httpclient.AsyncHTTPClient().fetch(
+            self.auth.api_url.rstrip("/") + "/" + path, method=method, request_timeout=30,
+            headers={"Authorization": f"token {self.auth.api_token}"})
+        return json.loads(answer.body)
+
+    async def handler_now(self, user):
+        """A running lab's handler.py, as its console serves it; None when the lab does not run."""
+        if not user.get("servers", {}).get("", {}).get("ready"):
+            return None
+        url = os.environ["NIGHTJAR_COURSE_PROXY_URL"].rstrip("/") + f"/user/{quote(user['name'])}/api/files/handler.py"
+        try:
+            answer = await tornado.httpclient.AsyncHTTPClient().fetch(
+                url, request_timeout=30, headers={"Authorization": f"token {self.auth.api_token}"})
+        except (tornado.httpclient.HTTPClientError, OSError):
+            return None
+        return json.loads(answer.body)["text"].encode()
+
+
+class LearnerApi(HubOAuthenticated, tornado.web.RequestHandler):
+    """Called by a learner's console with its server's token: the learner it belongs to."""
+
+    def initialize(self, service):
+        self.service = service
+
+    def prepare(self):
+        if self.current_user is None or self.current_user.get("kind") != "user":
+            raise tornado.web.HTTPError(403)
+
+
+class Grade(LearnerApi):
+    async def post(self):
+        handler = self.request.body
+        if not handler or len(handler) > HANDLER_LIMIT:
+            raise tornado.web.HTTPError(400, reason=f"send handler.py, at most {HANDLER_LIMIT} bytes")
+        learner = self.current_user["name"]
+        submission = (await grade_on_farm({learner: handler}))[learner]
+        self.service.store.graded(learner, handler, submission)
+        self.finish(console_reply(submission))
+
+
+class Progress(LearnerApi):
+    def post(self):
+        try:
+            unit = json.loads(self.request.body or b"{}").get("unit")
+        except (ValueError, AttributeError):
+            unit = None
+        if not isinstance(unit, str) or not UNIT.fullmatch(unit):
+            raise tornado.web.HTTPError(400, reason='send {"unit": KEY}, a unit\'s key')
+        self.service.store.passed(self.current_user["name"], unit)
+        self.finish({"recorded": unit})
+
+
+class Staff(HubOAuthenticated, tornado.web.RequestHandler):
+    """The instructor's pages: the hub's admins and the members of its group course-staff."""
+
+    def initialize(self, service):
+        self.service = service
+
+    async def prepare(self):
+        if self.current_user is None:
+            self.redirect(self.get_login_url())
+            return
+        user = await self.service.hub(f"users/{quote(self.current_user['name'])}")
+        if not (user.get("admin") or STAFF_GROUP in user.get("groups", [])):
+            raise tornado.web.HTTPError(403, reason="for the course's instructors")
+
+    async def learners(self):
+        """The hub's learners (not its admins), each with their hub model."""
+        return [user for user in await self.service.hub("users") if not user.get("admin")]
+
+    def submissions(self):
+        return [submission for _, submission, _ in self.service.store.last_grades().values()]
+
+
+class Page(Staff):
+    async def get(self):
+        grades, passed = self.service.store.last_grades(), self.service.store.units_passed()
+        rows = []
+        for user in sorted(await self.learners(), key=lambda u: u["name"]):
+            at, submission, _ = grades.get(user["name"], (None, None, None))
+            rows.append({"name": user["name"], "running": bool(user.get("servers")),
+                         "passed": passed.get(user["name"], []), "at": at, "submission": submission})
+        self.render("instructor.html", rows=rows, note=self.get_argument("note", ""))
+
+
+class Report(Staff):
+    def get(self, kind):
+        submissions = self.submissions()
+        if kind == "csv":
+            self.set_header("Content-Type", "text/csv; charset=utf-8")
+            self.finish(csv_text(submissions))
+        else:
+            self.finish(html_report(submissions, "The course's last Grades"))
+
+
+class GradeAll(Staff):
+    async def post(self):
+        grades = self.service.store.last_grades()
+        handlers, from_last = {}, []
+        for user in await self.learners():
+            current = await self.service.handler_now(user)
+            if current is None and user["name"] in grades:
+                current = grades[user["name"]][2]
+                from_last.append(user["name"])
+            if current is not None:
+                handlers[user["name"]] = current
+        for learner, submission in (await grade_on_farm(handlers)).items():
+            self.service.store.graded(learner, handlers[learner], submission)
+        note = f"Graded {len(handlers)} learners' handler.py on the farm"
+        if from_last:
+            note += f" ({len(from_last)} whose lab is stopped: the handler.py of their last Grade)"
+        self.redirect(self.reverse_url("page") + "?note=" + quote(note + "."))
+
+
+def make_app(store):
+    prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
+    shared = {"service": Service(store)}
+    return tornado.web.Application([
+        tornado.web.url(prefix, Page, shared, name="page"),
+        (prefix + r"report\.(html|csv)", Report, shared),
+        (prefix + "grade-all", GradeAll, shared),
+        (prefix + "grade", Grade, shared),
+        (prefix + "progress", Progress, shared),
+        (prefix + "oauth_callback", HubOAuthCallbackHandler),
+    ], template_path=str(HERE / "templates"), cookie_secret=os.urandom(32),
+        # The hub's login checks XSRF itself: a cookie without the form's _xsrf logs no one in,
+        # and a console's token needs none.
+        xsrf_cookies=False)
+
+
+def main():
+    data = Path(os.environ.get("NIGHTJAR_COURSE_SERVICE_DATA") or "/srv/nightjar-service")
+    data.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("NIGHTJAR_LOCAL_VAR", str(data))  # the farm collector's batches
+    app = make_app(Store(data / "course.sqlite"))
+    app.listen(int(os.environ.get("NIGHTJAR_COURSE_SERVICE_PORT") or 9000), "0.0.0.0")
+    print("The course's service is ready.", flush=True)
+    tornado.ioloop.IOLoop.current().start()
+
+
+if __name__ == "__main__":
+    main()

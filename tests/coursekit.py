@@ -1,0 +1,175 @@
+"""A course of its own for tests and benchmarks: the hub, the course's RabbitMQ and the
+learners' labs on this machine's Docker engine, started as `make course` starts one
+(scripts/run_course.py), under a project name, a host port and secrets of its own.
+
+Learners are made as a course makes them: they sign up through NativeAuthenticator's
+form and the instructor authorizes them. Scripts drive the rest through JupyterHub's
+REST API with the course's admin token.
+"""
+
+import http.cookiejar
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from nightjar.harness.rabbitnode import free_port
+from stackkit import RABBITMQ_4_3_IMAGE, ROOT, base_images, ensure_built, run
+
+sys.path.insert(0, str(ROOT))
+from course.learners import names  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import run_course  # noqa: E402  (scripts/run_course.py: make course)
+
+# The hub's base: Debian 13, whose Node 20 its proxy needs (scripts/build-base-images makes it).
+DEBIAN_IMAGE = "nightjar-base/debian:trixie"
+
+
+class Course:
+    def __init__(self, folder, **settings):
+        self.folder = Path(folder)
+        self.project = f"nightjar-course-test-{secrets.token_hex(3)}"
+        self.port = free_port()
+        ensure_built(RABBITMQ_4_3_IMAGE, DEBIAN_IMAGE)  # the course's brokers run RabbitMQ 4.3
+        self.env = {**os.environ, **base_images(dict(os.environ)),
+                    "NIGHTJAR_COURSE_RABBITMQ_IMAGE": RABBITMQ_4_3_IMAGE,
+                    "NIGHTJAR_DEBIAN_IMAGE": DEBIAN_IMAGE,
+                    "NIGHTJAR_COURSE_PROJECT": self.project,
+                    "NIGHTJAR_COURSE_PORT": str(self.port),
+                    "NIGHTJAR_COURSE_VAR": str(self.folder / "var"),
+                    **settings}
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.learners = []
+        self.instructor = None
+
+    # ---- the course as make course starts it -------------------------------------------------
+    def up(self):
+        done = run([sys.executable, "scripts/run_course.py", "up"], self.env, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        found = re.search(r"Instructor's first login: user (\S+), password (\S+) ", done.stdout)
+        assert found, done.stdout
+        self.instructor = Session(self.url)
+        self.instructor.log_in(*found.groups())
+        return done.stdout
+
+    def down(self):
+        """make course-down, then what a test leaves besides: the volumes."""
+        done = run([sys.executable, "scripts/run_course.py", "down"], self.env, timeout=300)
+        volumes = [names(name).volume for name in self.learners]
+        volumes += [f"{self.project}_hub-data", f"{self.project}_broker-data"]
+        run(["docker", "volume", "rm", "-f", *volumes], self.env)
+        return done
+
+    def logs(self, container):
+        return run(["docker", "logs", "--tail", "60", container], self.env).stdout
+
+    @property
+    def hub_container(self):
+        return f"{self.project}-hub"
+
+    @property
+    def broker_container(self):
+        return f"{self.project}-broker"
+
+    # ---- the hub's REST API, as the course's admin service ------------------------------------
+    def api(self, method, path, body=None, expect_status=None):
+        token = (self.folder / "var" / "api-token").read_text().strip()
+        request = urllib.request.Request(
+            f"{self.url}/hub/api/{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"token {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as answer:
+                status, data = answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            status, data = error.code, error.read()
+        if expect_status is not None:
+            assert status in ([expect_status] if isinstance(expect_status, int) else expect_status), \
+                (status, data[:500], self.logs(self.hub_container) if status >= 500 else "")
+        return json.loads(data) if data else None
+
+    def learner(self, name, password=None):
+        """A learner who signed up as `name` and whom the instructor authorized; their Session,
+        whose name is the hub's (JupyterHub keeps user names in lower case)."""
+        password = password or secrets.token_urlsafe(12)
+        run_course.sign_up(self.env, name, password)
+        hub_name = name.lower()
+        self.learners.append(hub_name)
+        self.instructor.get(f"/hub/authorize/{urllib.parse.quote(hub_name, safe='')}")
+        session = Session(self.url)
+        session.log_in(name, password)
+        session.name, session.password = hub_name, password
+        return session
+
+    def start_lab(self, name, timeout=120):
+        """Start the learner's lab through the hub's API and wait until it is ready."""
+        self.api("POST", f"users/{urllib.parse.quote(name)}/server", expect_status=(201, 202, 400))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            server = (self.api("GET", f"users/{urllib.parse.quote(name)}") or {}).get("servers", {}).get("")
+            if server and server.get("ready"):
+                return server
+            time.sleep(0.5)
+        raise AssertionError(f"{name}'s lab was not ready in {timeout} s:\n"
+                             + self.logs(names(name).container))
+
+    def stop_lab(self, name):
+        self.api("DELETE", f"users/{urllib.parse.quote(name)}/server", expect_status=(202, 204))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if not (self.api("GET", f"users/{urllib.parse.quote(name)}") or {}).get("servers"):
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{name}'s lab did not stop")
+
+    def lab_url(self, name):
+        return f"{self.url}/user/{urllib.parse.quote(name)}/"
+
+    def docker(self, *args, timeout=60):
+        return run(["docker", *args], self.env, timeout=timeout)
+
+
+class Session:
+    """A browser-less login to the hub (NativeAuthenticator's form), for the instructor and for
+    handing a learner's cookies to a browser."""
+
+    def __init__(self, url):
+        self.url = url
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def get(self, path):
+        with self.opener.open(self.url + path, timeout=60) as answer:
+            return answer.status, answer.read().decode()
+
+    def log_in(self, name, password):
+        _, page = self.get("/hub/login")
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
+        form = urllib.parse.urlencode({"_xsrf": xsrf, "username": name, "password": password}).encode()
+        with self.opener.open(urllib.request.Request(self.url + "/hub/login", data=form), timeout=60) as answer:
+            assert "/hub/login" not in answer.url, f"{name} could not log in"
+
+    def browser_cookies(self):
+        return [{"name": c.name, "value": c.value, "domain": "127.0.0.1", "path": c.path or "/"}
+                for c in self.jar]
+
+
+def log_in_page(context, course, name, password):
+    """A browser page logged in to the hub as `name`, through the hub's own login form."""
+    page = context.new_page()
+    page.goto(f"{course.url}/hub/login")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).not_to_have_url(re.compile(r"/hub/login"))
+    return page
