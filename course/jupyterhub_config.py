@@ -57,6 +57,9 @@ c.JupyterHub.cleanup_proxy = False
 # never from the proxy, where an open tab's websocket pings would keep an abandoned lab alive.
 c.JupyterHub.last_activity_interval = 0
 c.JupyterHub.default_url = "/hub/home"
+# A lab that stopped (culled, killed, out of memory) starts again when its learner comes back.
+c.JupyterHub.implicit_spawn_seconds = 1
+c.Spawner.poll_interval = 10  # seconds: how soon the hub sees that a lab's container died
 
 # ---- who logs in --------------------------------------------------------------------------
 instructor = env.get("NIGHTJAR_COURSE_ADMIN", "instructor")
@@ -141,7 +144,7 @@ class CourseSpawner(Base):
     and volume removed with the learner."""
 
     async def delete_forever(self):
-        learner = learners.names(self.user.name)
+        learner = learners.names(self.user.name, PROJECT)
         admin, *_ = learners.from_environment()
         learners.remove(admin, learner)
         client = docker.from_env()
@@ -192,7 +195,7 @@ rejoin_learner_networks()
 
 def before_start(spawner):
     """The learner's vhost, user and network; the lab's names and its environment."""
-    learner = learners.names(spawner.user.name)
+    learner = learners.names(spawner.user.name, PROJECT)
     admin, secret, _, _ = learners.from_environment()
     access = learners.provision(admin, learner, secret, host=BROKER, port=5672)
     spawner.network_name = join_learner_network(learner)
@@ -204,6 +207,7 @@ def before_start(spawner):
         "NIGHTJAR_CONSOLE_GRADER": f"http://{HUB}:8000/services/nightjar/",
         "NIGHTJAR_QUEUE": "nightjar.tickets",
         "NIGHTJAR_MANAGEMENT_URL": f"http://{BROKER}:15672/",
+        "NIGHTJAR_CONSOLE_ACTIVITY_SECONDS": env.get("NIGHTJAR_COURSE_ACTIVITY_SECONDS", "30"),
     })
 
 

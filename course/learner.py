@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+from urllib.parse import unquote_to_bytes
 
 PYTHON = sys.executable
 
@@ -26,7 +27,13 @@ def programs(environ):
                                     "--socket", environ["NIGHTJAR_CONSOLE_SOCKET"]],
         "the Nightjar site": [PYTHON, "-m", "nightjar_site"],
         "the lab console": [PYTHON, "-m", "nightjar_console"],
-    }, {"NIGHTJAR_SITE_PREFIX": prefix + "site"}
+    }, {"NIGHTJAR_SITE_PREFIX": wsgi_path(prefix) + "site"}
+
+
+def wsgi_path(url_path):
+    """A URL's path as waitress compares it with its url_prefix: unquoted, its bytes as latin-1
+    (WSGI's way), so that a hub name such as zoë.lee@example.org finds its site."""
+    return unquote_to_bytes(url_path).decode("latin-1")
 
 
 def main():

@@ -39,13 +39,15 @@ from nightjar import keyfile
 from nightjar.config import local_var_folder
 from nightjar.sandbox.rabbitadmin import Admin, AdminError, Tenant, default_management_url
 
-# DockerSpawner's name_template and the learner's volume, as formats of the slug.
-# DockerSpawner renders both with its template_namespace(): a subclass adds
-# {"slug": names(self.user.name).slug} to it.
-CONTAINER_TEMPLATE = "nightjar-lab-{slug}"
-VOLUME_TEMPLATE = "nightjar-lab-{slug}-files"
-RABBIT_TEMPLATE = "learner-{slug}"  # the vhost and the RabbitMQ user
-READABLE_LENGTH = 24  # so a slug has at most 2 + 24 + 1 + 10 characters, a volume name 56 (of 63)
+# The lab's container and the learner's volume, named after the course (its compose project:
+# two courses on one Docker engine never share a name) and the slug; the course's spawner
+# hook sets them (course/jupyterhub_config.py).
+CONTAINER_TEMPLATE = "{course}-{slug}"
+VOLUME_TEMPLATE = "{course}-{slug}-files"
+RABBIT_TEMPLATE = "learner-{slug}"  # the vhost and the RabbitMQ user: each course has its broker
+DEFAULT_COURSE = "nightjar-course"
+COURSE_NAME = re.compile(r"[a-z][a-z0-9-]{0,18}")  # so a volume name has at most 19 + 1 + 37 + 6 = 63
+READABLE_LENGTH = 24  # so a slug has at most 2 + 24 + 1 + 10 = 37 characters
 HASH_LENGTH = 10  # hex digits: 40 bits, about 1 in 20 million that two of 300 learners clash
 
 # What one learner may use of the shared broker. A connection costs the broker
@@ -84,6 +86,7 @@ class Learner:
 
     hub_name: str
     slug: str
+    course: str = DEFAULT_COURSE
 
     @property
     def vhost(self):
@@ -95,23 +98,26 @@ class Learner:
 
     @property
     def volume(self):
-        return VOLUME_TEMPLATE.format(slug=self.slug)
+        return VOLUME_TEMPLATE.format(course=self.course, slug=self.slug)
 
     @property
     def container(self):
-        return CONTAINER_TEMPLATE.format(slug=self.slug)
+        return CONTAINER_TEMPLATE.format(course=self.course, slug=self.slug)
 
 
-def names(hub_name):
-    """The Learner for a JupyterHub user name."""
+def names(hub_name, course=DEFAULT_COURSE):
+    """The Learner for a JupyterHub user name in the course of that name."""
     if not isinstance(hub_name, str) or not hub_name:
         raise ValueError(f"not a hub user name: {hub_name!r}")
+    if not COURSE_NAME.fullmatch(course):
+        raise ValueError(f"a course's name is 1 to 19 lower-case letters, digits and '-',"
+                         f" starting with a letter: {course!r}")
     ascii_name = unicodedata.normalize("NFKD", hub_name).encode("ascii", "ignore").decode()
     readable = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower())[:READABLE_LENGTH].strip("-")
     if not readable[:1].isalpha():  # "山田", "123": a DNS label starts with a letter
         readable = "u-" + readable if readable else "u"
     digest = hashlib.sha256(hub_name.encode()).hexdigest()[:HASH_LENGTH]
-    return Learner(hub_name, f"{readable}-{digest}")
+    return Learner(hub_name, f"{readable}-{digest}", course)
 
 
 def _derive(course_secret, purpose, learner):

@@ -86,7 +86,7 @@ def socket_answers(path):
             return False
 
 
-def start_console(settings, state):
+def start_console(settings, state, management):
     """The lab console on 127.0.0.1:NIGHTJAR_LAB_PORT, its agent in the Workstation folder:
     the same programs as the containers' console and Workstation. Its URL, token included."""
     data = VAR / "console"
@@ -96,7 +96,9 @@ def start_console(settings, state):
                   NIGHTJAR_CONSOLE_DATA=str(data), NIGHTJAR_CONSOLE_SOCKET=str(agent_socket),
                   NIGHTJAR_CONSOLE_PORT=str(port), NIGHTJAR_LAB_PORT=str(port),
                   NIGHTJAR_SITE_PORT=str(site_address()[1]),
-                  NIGHTJAR_MANAGEMENT_PORT=str(urlsplit(settings.management_api).port or 15672))
+                  # A broker of the learner's own may run no management UI: the page then says so.
+                  NIGHTJAR_MANAGEMENT_PORT=str(urlsplit(settings.management_api).port or 15672)
+                  if management else "none")
     if sys.prefix != sys.base_prefix:  # the lab's .venv: the console's shell activates it
         env["VIRTUAL_ENV"] = sys.prefix
     lab = {"amqp_url": settings.amqp_url, "db": settings.db_path, "workstation": str(WORKSTATION)}
@@ -159,7 +161,8 @@ def start():
 
     workstation = prepare_workstation()  # before the console: its agent's shell starts in it
     start_site(settings, state)
-    console = start_console(settings, state)
+    management = management_answers(settings)
+    console = start_console(settings, state, management)
     if gradingnode.running(VAR):
         say("Grading node: already running (make grade grades on it)")
     elif gradingnode.start(VAR) is not None:
@@ -172,7 +175,7 @@ def start():
     say()
     say(f"The lab console: {console}")
     say(f"The Nightjar site: {site_url(host, port)}")
-    if management_answers(settings):
+    if management:
         say(f"RabbitMQ management UI: {settings.management_api} ({login_of(settings.amqp_url)})")
     say()
     say("Next, in the lab console's terminal, or in a terminal of your own:")

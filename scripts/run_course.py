@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from nightjar import compose  # noqa: E402
 from nightjar.keyfile import read_or_create  # noqa: E402
+from course.learners import COURSE_NAME  # noqa: E402  (the course's name is in its labs' names)
 
 COMPOSE_FILE = ROOT / "course" / "compose.yaml"
 READY_SECONDS = 180
@@ -108,6 +109,9 @@ def sign_up(env, name, password):
 
 def up(environ):
     env = settings(environ)
+    if not COURSE_NAME.fullmatch(project(env)):
+        raise SystemExit(f"NIGHTJAR_COURSE_PROJECT is {project(env)!r}: a course's name is 1 to 19"
+                         " lower-case letters, digits and '-', starting with a letter.")
     if env.get("NIGHTJAR_COURSE_SPAWNER") == "swarm" and not swarm_manager(env):
         raise SystemExit("NIGHTJAR_COURSE_SPAWNER=swarm needs this Docker engine to be a swarm manager:"
                          " `docker swarm init --advertise-addr ADDRESS` makes a one-node swarm.")

@@ -2,6 +2,7 @@
 unit 2 walked in the page alone. The local tests (test_console_browser.py) and the container
 walk (test_stack.py) both use it."""
 
+import base64
 import re
 import sys
 import time
@@ -142,3 +143,28 @@ def expected_screen(prompt, registration_id):
             f"Received {registration_id} redelivered=True",
             "Handler returned.",
             prompt]
+
+
+# In the page: the pixels of a PNG (a screenshot), decoded by the browser itself, and how many
+# stand out from the box's own background (its most common shade) by more than a third.
+COUNT_INK = """async (base64) => {
+  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  const image = await createImageBitmap(new Blob([bytes], { type: "image/png" }));
+  const canvas = new OffscreenCanvas(image.width, image.height);
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  const { data } = context.getImageData(0, 0, image.width, image.height);
+  const shades = [];
+  for (let i = 0; i < data.length; i += 4) shades.push(Math.round((data[i] + data[i + 1] + data[i + 2]) / 3));
+  const counts = new Map();
+  for (const shade of shades) counts.set(shade, (counts.get(shade) || 0) + 1);
+  const background = [...counts.entries()].sort((a, b) => b[1] - a[1])[0][0];
+  return shades.filter((shade) => Math.abs(shade - background) > 85).length;
+}"""
+
+
+def ink(page, box):
+    """How many screen pixels inside `box` ({x, y, width, height}, CSS pixels) are drawn in ink:
+    what the learner sees there, read from a screenshot, not from the DOM."""
+    shot = page.screenshot(clip=box, animations="disabled", caret="hide")
+    return page.evaluate(COUNT_INK, base64.b64encode(shot).decode())

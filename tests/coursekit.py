@@ -38,7 +38,7 @@ DEBIAN_IMAGE = "nightjar-base/debian:trixie"
 class Course:
     def __init__(self, folder, **settings):
         self.folder = Path(folder)
-        self.project = f"nightjar-course-test-{secrets.token_hex(3)}"
+        self.project = f"njc-test-{secrets.token_hex(3)}"
         self.port = free_port()
         ensure_built(RABBITMQ_4_3_IMAGE, DEBIAN_IMAGE)  # the course's brokers run RabbitMQ 4.3
         self.env = {**os.environ, **base_images(dict(os.environ)),
@@ -65,10 +65,13 @@ class Course:
     def down(self):
         """make course-down, then what a test leaves besides: the volumes."""
         done = run([sys.executable, "scripts/run_course.py", "down"], self.env, timeout=300)
-        volumes = [names(name).volume for name in self.learners]
+        volumes = [self.names(name).volume for name in self.learners]
         volumes += [f"{self.project}_{volume}" for volume in ("hub-data", "broker-data", "service-data", "farm-data")]
         run(["docker", "volume", "rm", "-f", *volumes], self.env)
         return done
+
+    def wait_for_hub(self):
+        return run_course.wait_for_hub(self.env)
 
     def logs(self, container):
         done = run(["docker", "logs", "--tail", "60", container], self.env)
@@ -84,16 +87,25 @@ class Course:
 
     # ---- the hub's REST API, as the course's admin service ------------------------------------
     def api(self, method, path, body=None, expect_status=None):
+        """The hub's answer as JSON. A hub that is restarting (the proxy answers 502 or 503 for
+        it) is asked again, for a minute at most."""
         token = (self.folder / "var" / "api-token").read_text().strip()
-        request = urllib.request.Request(
-            f"{self.url}/hub/api/{path}", method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"token {token}"})
-        try:
-            with urllib.request.urlopen(request, timeout=120) as answer:
-                status, data = answer.status, answer.read()
-        except urllib.error.HTTPError as error:
-            status, data = error.code, error.read()
+        deadline = time.monotonic() + 60
+        while True:
+            request = urllib.request.Request(
+                f"{self.url}/hub/api/{path}", method=method,
+                data=None if body is None else json.dumps(body).encode(),
+                headers={"Authorization": f"token {token}"})
+            try:
+                with urllib.request.urlopen(request, timeout=120) as answer:
+                    status, data = answer.status, answer.read()
+            except urllib.error.HTTPError as error:
+                status, data = error.code, error.read()
+            except OSError:
+                status, data = None, b""
+            if status not in (None, 502, 503) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         if expect_status is not None:
             assert status in ([expect_status] if isinstance(expect_status, int) else expect_status), \
                 (status, data[:500], self.logs(self.hub_container) if status >= 500 else "")
@@ -114,30 +126,39 @@ class Course:
 
     def start_lab(self, name, timeout=120):
         """Start the learner's lab through the hub's API and wait until it is ready."""
-        self.api("POST", f"users/{urllib.parse.quote(name)}/server", expect_status=(201, 202, 400))
+        self.api("POST", f"users/{in_url(name)}/server", expect_status=(201, 202, 400))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            server = (self.api("GET", f"users/{urllib.parse.quote(name)}") or {}).get("servers", {}).get("")
+            server = (self.api("GET", f"users/{in_url(name)}") or {}).get("servers", {}).get("")
             if server and server.get("ready"):
                 return server
             time.sleep(0.5)
         raise AssertionError(f"{name}'s lab was not ready in {timeout} s:\n"
-                             + self.logs(names(name).container))
+                             + self.logs(self.names(name).container))
 
     def stop_lab(self, name):
-        self.api("DELETE", f"users/{urllib.parse.quote(name)}/server", expect_status=(202, 204))
+        self.api("DELETE", f"users/{in_url(name)}/server", expect_status=(202, 204))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if not (self.api("GET", f"users/{urllib.parse.quote(name)}") or {}).get("servers"):
+            if not (self.api("GET", f"users/{in_url(name)}") or {}).get("servers"):
                 return
             time.sleep(0.5)
         raise AssertionError(f"{name}'s lab did not stop")
 
+    def names(self, name):
+        """The learner's names in this course (course/learners.py)."""
+        return names(name, self.project)
+
     def lab_url(self, name):
-        return f"{self.url}/user/{urllib.parse.quote(name)}/"
+        return f"{self.url}/user/{in_url(name)}/"
 
     def docker(self, *args, timeout=60):
         return run(["docker", *args], self.env, timeout=timeout)
+
+
+def in_url(name):
+    """A hub name as the hub puts it in its URLs (jupyterhub.utils.url_escape_path)."""
+    return urllib.parse.quote(name, safe="@~")
 
 
 class Session:

@@ -277,7 +277,9 @@ def test_a_second_connection_sees_the_same_shell_and_a_reload_gets_it_back(conso
 
 def test_the_agent_refuses_what_it_does_not_serve(console):
     assert stat.S_IMODE(os.stat(console.socket).st_mode) == 0o600
-    assert unix_request(console.socket, {"run": "solve", "unit": "2"}) == ["error", "unknown unit script"]
+    assert unix_request(console.socket, {"run": "reset", "unit": "2"}) == ["error", "unknown unit script"]
+    # A lesson has no ./solve the console runs (its guide walks it): the unit's alone.
+    assert unix_request(console.socket, {"run": "solve", "unit": "cl-13-2"}) == ["error", "unknown unit script"]
     assert unix_request(console.socket, {"run": "check", "unit": "../../etc"}) == ["error", "unknown unit script"]
     assert unix_request(console.socket, {"terminal": {"rows": 0, "cols": 80}}) == [
         "error", "rows and cols must be whole numbers from 1 to 1000"]
@@ -328,3 +330,18 @@ def test_the_guide_is_the_units_readme_as_html_with_raw_html_shown_as_text(conso
     assert status == 200 and english["lang"] == "en" and "<h3>CL-13-2 · Queue redelivery" in english["html"]
     status, chosen = console.request("GET", "/api/units/3/guide", headers={"Accept-Language": "ja,en;q=0.5"})
     assert chosen["lang"] == "ja"
+
+
+def test_the_guide_shows_what_works_in_the_console(console):
+    """No block for a host's terminal; "Where things are" with the console's column, the whole
+    table folded below it. (make unit still prints the README whole: test_guides.py.)"""
+    for lang, other_ways, where_to_type in (
+            ("en", "The other ways of running the lab (make up, make local)", "open a terminal in the repository"),
+            ("ja", "ラボのほかの動かし方(make up、make local)", "リポジトリで端末を開いて")):
+        html = console.request("GET", f"/api/units/1/guide?lang={lang}")[1]["html"]
+        assert "source ../../.venv/bin/activate\n</code>" not in html and where_to_type not in html
+        shown, folded = html.split(f'<details class="other-ways"><summary>{other_ways}</summary>\n')
+        console_table = shown[shown.rindex("<table>"):]
+        assert console_table.count("<th>") == 2 and console_table.count("<td>") == 3 * 2
+        assert folded.split("</table>")[0].count("<th>") == 4
+        assert "<strong>RabbitMQ management</strong>" in console_table  # this console has the link

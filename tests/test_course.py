@@ -1,25 +1,40 @@
 """A course on a real JupyterHub (course/): the hub, its proxy, DockerSpawner, NativeAuthenticator
 and the idle culler on this machine's Docker engine, the course's RabbitMQ 4.3 shared by every
-learner, each learner's lab one container of the learner image, and real Chromium."""
+learner, each learner's lab one container of the learner image, the course's grading farm, and
+real Chromium. The tests share one course and run in order: a lab's story goes on from one to
+the next (its files, its tabs), as a learner's would."""
+
+import re
+import sys
+import time
 
 import pytest
 from playwright.sync_api import expect
 
 from browserkit import needs_chromium
-from consolepage import (clear_terminal, expected_screen, open_console, run_command, verdict_rows,
-                         wait_for_screen, walk_unit_2)
-from coursekit import Course, log_in_page, names
-from stackkit import require_engine
+from consolepage import (clear_terminal, expected_screen, open_console, run_command, screen,
+                         type_into_terminal, verdict_rows, wait_for_screen, walk_unit_2)
+from coursekit import Course, in_url, log_in_page
+from stackkit import ROOT, require_engine
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from console_bench import measure_typing, percentile  # noqa: E402
 
 pytestmark = [pytest.mark.containers, needs_chromium]
 
-ADA, BOB = "ada", "Bob.Smith"  # the hub keeps names in lower case: bob.smith
+# Learners as they sign up; the hub keeps names in lower case (bob.smith). Zoë opens her lab
+# and leaves its tab open without doing anything in it; her name is in her lab's URL
+# (/user/zo%C3%AB.lee@example.org/), and her names for Docker and RabbitMQ are made from it.
+ADA, BOB, ZOE = "ada", "Bob.Smith", "Zoë.Lee@example.org"
+zoe = ZOE.lower()
+IDLE_SECONDS = 120  # the culler's limit here: short, yet longer than any test leaves a lab idle
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     require_engine()
-    course = Course(tmp_path_factory.mktemp("course"), NIGHTJAR_COURSE_IDLE_SECONDS="3600")
+    course = Course(tmp_path_factory.mktemp("course"), NIGHTJAR_COURSE_IDLE_SECONDS=str(IDLE_SECONDS),
+                    NIGHTJAR_COURSE_CULL_EVERY="10", NIGHTJAR_COURSE_ACTIVITY_SECONDS="5")
     try:
         course.up()
         yield course
@@ -29,46 +44,69 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def learners(course):
-    sessions = {name: course.learner(name) for name in (ADA, BOB)}
+    sessions = {name: course.learner(name) for name in (ADA, BOB, ZOE)}
     for session in sessions.values():
         course.start_lab(session.name)
-    return sessions
+    return {session.name: session for session in sessions.values()}
+
+
+@pytest.fixture(scope="module")
+def pages(course, learners, browser):
+    """Each learner's console in a tab of their own browser, kept open from test to test."""
+    opened = {}
+    for name, session in learners.items():
+        page = log_in_page(browser.new_context(), course, name, session.password)
+        open_console(page, course.lab_url(name))
+        opened[name] = page
+    return opened
 
 
 def in_lab(course, name, *command):
     """A command in the learner's lab, as the learner's user: what their terminal can do."""
-    return course.docker("exec", "--user", "1000", names(name).container, *command)
+    return course.docker("exec", "--user", "1000", course.names(name).container, *command)
 
 
-def test_each_learner_has_a_lab_of_their_own_behind_the_hubs_login(course, learners, browser):
-    ada, bob = learners[ADA], learners[BOB]
-    assert bob.name == "bob.smith"
-    pages = {}
-    for session in (ada, bob):
-        context = browser.new_context()
-        page = log_in_page(context, course, session.name, session.password)
-        open_console(page, course.lab_url(session.name))
-        pages[session.name] = page
-        prompt = clear_terminal(page)
-        run_command(page, prompt, "echo $NIGHTJAR_AMQP_URL | cut -d@ -f2")
-        wait_for_screen(page, lambda lines: names(session.name).vhost in lines[-2])
+def running(course, name):
+    return bool((course.api("GET", f"users/{in_url(name)}") or {}).get("servers"))
+
+
+def test_each_learner_has_a_lab_of_their_own_behind_the_hubs_login(course, learners, pages, browser):
+    assert sorted(learners) == ["ada", "bob.smith", zoe]
+    assert course.names(zoe).container.startswith(f"{course.project}-zoe-lee-example-org-")
+    for name in ("ada", "bob.smith", zoe):
+        prompt = clear_terminal(pages[name])
+        run_command(pages[name], prompt, "echo $NIGHTJAR_AMQP_URL | cut -d@ -f2")
+        assert screen(pages[name])[-2] == f"{course.project}-broker:5672/{course.names(name).vhost}"
     # Ada's login on Bob's lab: the hub's login does not open another learner's lab.
-    answer = pages[ADA].goto(course.lab_url("bob.smith"))
-    assert answer.status == 403, answer.status
-    api = pages[ADA].request.get(course.lab_url("bob.smith") + "api/units")
-    assert api.status == 403
-    # Nothing of the lab answers without a login, and the page asks the hub to log in first.
+    ada = pages["ada"]
+    assert ada.request.get(course.lab_url("bob.smith")).status == 403
+    assert ada.request.get(course.lab_url("bob.smith") + "api/units").status == 403
+    # Without a login nothing of a lab answers, and its page sends the browser to the hub's login.
     stranger = browser.new_context()
     assert stranger.request.get(course.lab_url("ada") + "api/units").status == 403
+    assert stranger.request.get(course.lab_url("ada") + "site/", max_redirects=0).status == 302
     page = stranger.new_page()
     page.goto(course.lab_url("ada"))
-    expect(page).to_have_url(f"{course.url}/hub/login?next=" + "%2Fhub%2Fapi%2Foauth2%2Fauthorize"
-                             + page.url.split("%2Fhub%2Fapi%2Foauth2%2Fauthorize", 1)[1])
+    expect(page).to_have_url(re.compile(re.escape(f"{course.url}/hub/login?next=")))
+    # The learner's Nightjar and management UI, through the hub: no host port of their own.
+    site = ada.request.get(course.lab_url("ada") + "site/")
+    assert site.status == 200 and "Nightjar Print Studio" in site.text()
+    management = ada.request.get(course.lab_url("ada") + "rabbitmq/")
+    assert management.status == 200 and "<title>RabbitMQ Management</title>" in management.text()
+    user, password = ada.locator("#management-login code").all_inner_texts()
+    overview = ada.request.get(course.lab_url("ada") + "rabbitmq/api/vhosts",
+                               headers={"Authorization": "Basic " + basic(user, password)})
+    assert [vhost["name"] for vhost in overview.json()] == [course.names("ada").vhost]
+
+
+def basic(user, password):
+    import base64
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def test_a_learners_terminal_reaches_nothing_of_the_others(course, learners):
-    bob = names("bob.smith")
-    refused = in_lab(course, "ada", "python3", "-c", f"""
+    bob = course.names("bob.smith")
+    reached = in_lab(course, "ada", "python3", "-c", f"""
 import os, socket, pika, urllib.parse
 url = urllib.parse.urlsplit(os.environ["NIGHTJAR_AMQP_URL"])
 for vhost in ("{bob.vhost}", "/"):
@@ -77,7 +115,9 @@ for vhost in ("{bob.vhost}", "/"):
         print("opened", vhost)
     except pika.exceptions.AMQPError as error:
         print("refused", vhost)
-for host, port in (("{bob.container}", 8888), ("{course.project}-hub", 8081)):
+for host, port in (("{bob.container}", 8888), ("{course.project}-service", 9000),
+                   ("{course.project}-farm-broker-1", 5672), ("farm-broker", 5672),
+                   ("{course.project}-hub", 8081)):
     try:
         socket.create_connection((host, port), timeout=3).close()
         print("reached", host)
@@ -86,56 +126,151 @@ for host, port in (("{bob.container}", 8888), ("{course.project}-hub", 8081)):
 print("docker socket" if os.path.exists("/var/run/docker.sock") else "no docker socket")
 print("hub files" if os.path.exists("/srv/jupyterhub") else "no hub files")
 """)
-    assert refused.stdout.splitlines() == [
+    assert reached.stdout.splitlines() == [
         f"refused {bob.vhost}", "refused /",
-        f"unreachable {bob.container}",
-        f"reached {course.project}-hub",  # the hub's API: every single-user server needs it
-        "no docker socket", "no hub files"], refused.stdout + refused.stderr
+        f"unreachable {bob.container}", f"unreachable {course.project}-service",
+        f"unreachable {course.project}-farm-broker-1", "unreachable farm-broker",
+        f"reached {course.project}-hub",  # the hub's API, which every single-user server needs
+        "no docker socket", "no hub files"], reached.stdout + reached.stderr
 
 
-def test_a_lab_stopped_and_started_again_keeps_handler_py_and_the_live_database(course, learners):
+def test_a_lab_stopped_and_started_again_keeps_handler_py_and_the_live_database(course, learners, pages):
     marked = in_lab(course, "ada", "bash", "-c",
                     "echo '# mine' >> handler.py && python3 desk.py register 'Kept guest'")
     assert marked.returncode == 0, marked.stdout + marked.stderr
     registered = marked.stdout.split()[1]
     course.stop_lab("ada")
     course.start_lab("ada")
-    tail = in_lab(course, "ada", "tail", "-n", "1", "handler.py")
-    assert tail.stdout == "# mine\n"
+    assert in_lab(course, "ada", "tail", "-n", "1", "handler.py").stdout == "# mine\n"
     status = in_lab(course, "ada", "python3", "desk.py", "status").stdout.splitlines()
     # Still queued on the course's broker, and still waiting for its ticket in the live database.
     assert f"  {registered}  Kept guest  no ticket       no              ! waiting for its ticket" in status
     assert status[-1] == "Queue nightjar.tickets: 1 ready, 0 unacknowledged, 0 dead-lettered (in nightjar.tickets.dead)"
+    # Ada's open tab finds her lab again by itself.
+    expect(pages["ada"].locator("#terminal-status")).to_contain_text("Connected to the Workstation",
+                                                                     timeout=60_000)
 
 
-def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, browser):
+def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages, browser):
     """Each in their own page: Ctrl+C gives 130, then redelivered=True, Check says done, and
     Grade shows the farm's verdicts. Then the instructor's page shows both."""
-    for session in learners.values():
-        page = log_in_page(browser.new_context(), course, session.name, session.password)
-        shown, prompt, registration_id, verdict = walk_unit_2(page, course.lab_url(session.name))
+    for name in ("ada", "bob.smith"):
+        page = pages[name]
+        shown, prompt, registration_id, verdict = walk_unit_2(page, course.lab_url(name))
         assert shown == expected_screen(prompt, registration_id)
         assert verdict_rows(page) == [(check["name"], "PASS" if check["passed"] else "FAIL")
                                       for check in verdict["checks"]]
-        # Unit 2's handler acks after the commit but is not idempotent yet: check 4 fails.
+        # Unit 2's handler acks after the commit but is not idempotent yet: checks 4 and 6 fail.
         assert [check["passed"] for check in verdict["checks"]] == [True, True, True, False, True, False]
 
     instructor = log_in_page(browser.new_context(), course, "instructor",
                              (course.folder / "var" / "instructor-password").read_text().strip())
     instructor.goto(f"{course.url}/services/nightjar/")
     rows = instructor.locator("table tr").all()[1:]
-    assert [row.locator("th").inner_text() for row in rows] == ["ada", "bob.smith"]
-    for row in rows:
+    assert [row.locator("th").inner_text() for row in rows] == ["ada", "bob.smith", zoe]
+    for row in rows[:2]:
         cells = row.locator("td").all_inner_texts()
         assert cells[0:2] == ["running", "2"], cells
         assert cells[2].startswith("FAIL 4/6 at "), cells
         assert "4. Interrupted after the commit" in cells[3], cells
+    assert rows[2].locator("td").all_inner_texts()[1:3] == ["none yet", "not graded yet"]
     instructor.get_by_role("button", name="Grade all").click()
     expect(instructor.get_by_role("status")).to_have_text(
-        "Graded 2 learners' handler.py on the farm.", timeout=300_000)
+        "Graded 3 learners' handler.py on the farm.", timeout=300_000)
+    # Zoë's starting handler.py acknowledges before it writes: check 2 fails.
+    found = instructor.locator("table tr", has_text=zoe).locator("td").all_inner_texts()
+    assert found[2].startswith("FAIL ") and "2. Interrupted before the write" in found[3], found
     report = instructor.request.get(f"{course.url}/services/nightjar/report.csv")
     assert report.status == 200
-    assert [line.split(",")[0] for line in report.text().splitlines()[1:]] == ["ada", "bob.smith"]
+    assert [line.split(",")[0] for line in report.text().splitlines()[1:]] == ["ada", "bob.smith", zoe]
     # A learner's login does not open the instructor's page.
-    learner_page = log_in_page(browser.new_context(), course, "ada", learners[ADA].password)
-    assert learner_page.goto(f"{course.url}/services/nightjar/").status == 403
+    assert pages["ada"].request.get(f"{course.url}/services/nightjar/").status == 403
+
+
+def echo_p95(page, keys=30):
+    """Keystroke to echo in the page's terminal, 95th percentile, in milliseconds
+    (benchmarks/console_bench.py's own measure)."""
+    return percentile(measure_typing(page, keys), 0.95)
+
+
+def test_a_fork_bomb_and_a_memory_hog_in_one_lab_leave_the_others_as_they_were(course, learners, pages):
+    quiet = echo_p95(pages["bob.smith"])
+    hog = in_lab(course, "ada", "python3", "-c", "chunks = []\nwhile True: chunks.append(bytearray(64 << 20))")
+    assert hog.returncode == 137, hog  # killed for memory, in Ada's lab alone
+    bomb = course.docker("exec", "-d", "--user", "1000", course.names("ada").container, "bash", "-c",
+                         "bomb() { bomb | bomb & }; bomb")
+    assert bomb.returncode == 0
+    time.sleep(3)  # the bomb at its pids limit, taking the CPU its lab may have
+    busy = echo_p95(pages["bob.smith"])
+    assert busy <= max(2 * quiet, 50), (quiet, busy)
+    # Bob's Grade, on the farm, gives the verdicts it gave before.
+    pages["bob.smith"].get_by_role("button", name="Grade handler.py").click()
+    expect(pages["bob.smith"].locator("#grade-result caption")).to_have_text("Some checks failed.",
+                                                                             timeout=300_000)
+    assert [state for _, state in verdict_rows(pages["bob.smith"])] == [
+        "PASS", "PASS", "PASS", "FAIL", "PASS", "FAIL"]
+    pids = course.docker("inspect", "-f", "{{.HostConfig.PidsLimit}}", course.names("ada").container)
+    assert pids.stdout.strip() == "256"
+    course.stop_lab("ada")  # the way out of a fork bomb: the lab stops; its files stay
+    course.start_lab("ada")
+    assert in_lab(course, "ada", "tail", "-n", "1", "handler.py").stdout != ""
+
+
+def test_the_hub_restarts_while_the_labs_run(course, learners, pages):
+    before = course.docker("inspect", "-f", "{{.Id}}", course.names("bob.smith").container).stdout
+    assert course.docker("restart", course.hub_container, timeout=120).returncode == 0
+    course.wait_for_hub()
+    after = course.docker("inspect", "-f", "{{.Id}}", course.names("bob.smith").container).stdout
+    assert after == before  # the same lab, never stopped
+    page = pages["bob.smith"]
+    expect(page.locator("#terminal-status")).to_have_text(
+        "Connected to the Workstation: the same shell as before.", timeout=60_000)
+    prompt = clear_terminal(page)
+    run_command(page, prompt, "echo still here")
+    assert screen(page)[-2] == "still here"
+
+
+def test_the_courses_rabbitmq_restarts_and_no_registration_is_lost(course, learners, pages):
+    assert course.docker("stop", course.broker_container, timeout=120).returncode == 0
+    site = pages["bob.smith"].context.new_page()
+    site.goto(course.lab_url("bob.smith") + "site/evening")
+    site.get_by_label("Guest name").fill("Broker down")
+    site.get_by_role("button", name="Register for the evening").click()
+    expect(site.locator("p.waiting")).to_have_text(
+        "Waiting to be queued. The registration is saved; the site queues it once RabbitMQ confirms it.")
+    registration = site.url.rsplit("/", 1)[1]
+    assert course.docker("start", course.broker_container, timeout=120).returncode == 0
+    # The page refreshes itself: the site queued the registration once RabbitMQ was back.
+    expect(site.locator("section.status p")).to_have_text(
+        "The registration is saved and queued. A worker turns it into a ticket; this page"
+        " refreshes itself every 2 seconds.", timeout=120_000)
+    taken = in_lab(course, "bob.smith", "python3", "worker.py")
+    assert taken.stdout.splitlines()[0] == f"Received {registration} redelivered=False", taken
+
+
+def test_a_killed_lab_comes_back_at_the_next_visit_with_its_files(course, learners, pages):
+    container = course.names("bob.smith").container
+    in_lab(course, "bob.smith", "bash", "-c", "echo '# before the kill' >> handler.py")
+    assert course.docker("kill", container).returncode == 0
+    deadline = time.monotonic() + 60
+    while running(course, "bob.smith"):
+        assert time.monotonic() < deadline, "the hub did not see the killed lab"
+        time.sleep(1)
+    page = pages["bob.smith"]
+    open_console(page, course.lab_url("bob.smith"))  # the hub starts it again
+    assert in_lab(course, "bob.smith", "tail", "-n", "1", "handler.py").stdout == "# before the kill\n"
+
+
+def test_the_culler_stops_a_lab_left_idle_with_its_tab_open(course, learners, pages):
+    # Zoë's tab has been open since the first test, its websocket answering the console's pings.
+    assert pages[zoe].locator("#terminal-status").inner_text().startswith("Connected")
+    ada = pages["ada"]
+    prompt = clear_terminal(ada)
+    deadline = time.monotonic() + IDLE_SECONDS + 60
+    while running(course, zoe):
+        assert time.monotonic() < deadline, "the culler left Zoë's idle lab running"
+        run_command(ada, prompt, "true")  # Ada works meanwhile
+        time.sleep(5)
+    assert running(course, "ada")
+    # Her files stay; her next visit starts her lab again.
+    open_console(pages[zoe], course.lab_url(zoe))

@@ -63,6 +63,16 @@ def test_every_name_maps_safely_and_uniquely():
     assert len(owners) == 5 * len(every) > 5 * 3000
 
 
+def test_a_courses_name_goes_into_its_docker_names_and_stays_within_63_characters():
+    longest = learners.names("1" + "x" * 200, course="c" * 19)  # "u-1xxx…": the longest slug
+    assert longest.container.startswith("ccccccccccccccccccc-u-1xxx") and len(longest.volume) == 63
+    assert learners.names("ada", "njc-test-1").container != learners.names("ada").container
+    assert learners.names("ada", "njc-test-1").vhost == learners.names("ada").vhost  # a broker each
+    for bad in ("c" * 20, "Course", "1course", "", "a_b"):
+        with pytest.raises(ValueError, match="a course's name is"):
+            learners.names("ada", bad)
+
+
 def test_a_slug_keeps_what_it_can_read_of_the_name():
     assert learners.names("Alice.Smith@example.org").slug.startswith("alice-smith-example-org-")
     assert learners.names("Zoë").slug.startswith("zoe-")
@@ -167,13 +177,14 @@ def test_the_labs_queues_work_and_a_full_queue_refuses_the_next_job(course, tmp_
     assert learners.MAX_LENGTH <= accepted <= learners.MAX_LENGTH + 1
     # What the learner sees: the registration is saved, and waits for the queue.
     registration_id, queued = queueing.register(db, settings, "Mina Patel")
-    assert not queued and registration_id in [row[0] for row in db.execute("SELECT id FROM registrations")]
+    assert queued is queueing.Outcome.UNREACHABLE  # the full queue refused it
+    assert registration_id in [row[0] for row in db.execute("SELECT id FROM registrations")]
     with queueing.publisher(settings) as channel:
         assert broker.ready_count(channel, settings.queue) == accepted
         method, _, body = channel.basic_get(settings.queue)
         assert method.redelivered is False and json.loads(body)["id"] == "R-0000"
         channel.basic_ack(method.delivery_tag)
-    assert queueing.register(db, settings, "Normal guest")[1] is True  # room again: queued
+    assert queueing.register(db, settings, "Normal guest")[1] is queueing.Outcome.QUEUED  # room again
     db.close()
 
 

@@ -5,13 +5,14 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
 
-from consolekit import TerminalClient
+from consolekit import Console, TerminalClient
 from labkit import HANDLERS
 from nightjar.harness import processes
 from sitekit import ROOT, answers, free_port, node_port
@@ -50,6 +51,17 @@ def status_settles(lab, queue_line, timeout=30):
         time.sleep(0.5)
 
 
+def console_page(lab, token, path=""):
+    request = urllib.request.Request(f"http://127.0.0.1:{lab.lab_port}/{path}",
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.read().decode()
+
+
+def console_json(lab, token, path):
+    return json.loads(console_page(lab, token, path))
+
+
 @pytest.fixture
 def local_lab(lab):
     lab.site_port, lab.lab_port = free_port(), free_port()
@@ -67,7 +79,8 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
     assert f"The Nightjar site: {url}\n" in out
     token = (lab.tmp / "var" / "console" / "token").read_text().strip()
     console = f"http://127.0.0.1:{lab.lab_port}/?token={token}"
-    assert f"\nThe lab console: {console}\nThe Nightjar site: {url}\n" in out
+    # As README says: after what it started, a blank line, then the console's address first.
+    assert out.split("\n\n")[1].splitlines()[:2] == [f"The lab console: {console}", f"The Nightjar site: {url}"]
     workstation = lab.tmp / "workstation" / "ticket-desk"
     assert f"  cd {workstation}\n" in out
     assert f"  source {ROOT / '.venv' / 'bin' / 'activate'}\n" in out
@@ -90,6 +103,16 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
     terminal.type("echo $PWD $NIGHTJAR_QUEUE; python3 -c 'import pika, nightjar' && echo imports\n")
     terminal.read_until(f"{workstation} {lab.queue}\r\nimports\r\n")
     terminal.close()
+    # The page's management link answers, or the page says why there is none, as the guide does.
+    page = console_page(lab, token)
+    if Console.answers("http://127.0.0.1:15672/"):
+        assert 'id="management-link" href="http://127.0.0.1:15672/"' in page
+    else:
+        assert 'id="management-link"' not in page
+        assert ("No RabbitMQ management UI in this lab: <code>python3 desk.py status</code>"
+                " in the terminal shows the queue's counts, exactly.") in " ".join(page.split())
+        guide = console_json(lab, token, "api/units/1/guide?lang=en")["html"]
+        assert "none in this lab (the console gives no link at the top): <code>python3 desk.py status" in guide
 
     # The Workstation's tools work in the printed setup.
     shell = (f"cd {workstation} && . {ROOT / '.venv' / 'bin' / 'activate'} && . {env_file}"
@@ -146,6 +169,10 @@ def test_make_local_starts_a_private_node_when_no_broker_answers(local_lab):
     assert f"RabbitMQ: amqp://guest:***@127.0.0.1:{port}/%2F (private node started by make local)\n" in result.stdout
     assert (f"RabbitMQ management UI: http://127.0.0.1:{management}/ (user guest, password guest)\n"
             in result.stdout)
+    # The console's link to it answers.
+    token = (lab.tmp / "var" / "console" / "token").read_text().strip()
+    assert f'id="management-link" href="http://127.0.0.1:{management}/"' in console_page(lab, token)
+    assert Console.answers(f"http://127.0.0.1:{management}/")
     env_file = (lab.tmp / "var" / "local.env").read_text()
     assert f"export NIGHTJAR_AMQP_URL=amqp://guest:guest@127.0.0.1:{port}/%2F\n" in env_file
     assert f"export NIGHTJAR_MANAGEMENT_URL=http://127.0.0.1:{management}/\n" in env_file

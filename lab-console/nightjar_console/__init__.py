@@ -13,7 +13,8 @@ The parts:
   agent.py     runs inside the Workstation: bash on a PTY and the unit scripts,
                over a Unix socket only the console shares (standard library only)
   agentlink.py the console's side of that socket
-  guides.py    the units' guides as HTML
+  guides.py    the units' guides as HTML, as the console shows them (its own column, no host-only block)
+  solutions.py a unit's solution beside the learner's handler.py (off with NIGHTJAR_CONSOLE_SOLUTIONS=off)
   grading.py   Grade: the grading service's answer (containers) or the local grader
   progress.py  which units passed their check, kept in the console's data folder
 """

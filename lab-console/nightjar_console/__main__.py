@@ -12,6 +12,8 @@ Settings (environment):
   NIGHTJAR_CONSOLE_GRADER   the grading service's URL (containers); empty: the local grader
   NIGHTJAR_LAB_PORT         the host port the URL names (default: the port it listens on)
   NIGHTJAR_SITE_PORT, NIGHTJAR_MANAGEMENT_PORT   where the page's links point
+                            (NIGHTJAR_MANAGEMENT_PORT=none: no management UI; the page says so)
+  NIGHTJAR_CONSOLE_SOLUTIONS  off: no "Show the solution" nor "Solve unit N" (a graded course)
   NIGHTJAR_CONSOLE_ORIGINS  more Origins to accept, comma-separated (a forwarded port)
   NIGHTJAR_CONSOLE_TOKEN    a token to use instead of the stored one
 
@@ -43,7 +45,8 @@ def config_from_env():
                   workstation=workstation_folder(),
                   grader_url=os.environ.get("NIGHTJAR_CONSOLE_GRADER", ""),
                   site_port=int(os.environ.get("NIGHTJAR_SITE_PORT") or 8000),
-                  management_port=int(os.environ.get("NIGHTJAR_MANAGEMENT_PORT") or 15672),
+                  management_port=management_port(os.environ.get("NIGHTJAR_MANAGEMENT_PORT")),
+                  solutions=os.environ.get("NIGHTJAR_CONSOLE_SOLUTIONS", "on").strip().lower() != "off",
                   origins=origins_from_env(), hub=spawned_by_hub(),
                   management_login=management_login())
 
@@ -59,6 +62,13 @@ def management_login():
 
 def spawned_by_hub():
     return bool(os.environ.get("JUPYTERHUB_API_TOKEN") and os.environ.get("JUPYTERHUB_SERVICE_PREFIX"))
+
+
+def management_port(given):
+    """The management UI's port; None for "none" (make local's broker runs none)."""
+    if (given or "").strip().lower() == "none":
+        return None
+    return int(given or 15672)
 
 
 def listening_port():

@@ -17,8 +17,8 @@ lines. The first line a client sends says what it wants:
       foreground program, as on any terminal. ["ended", STATUS] when bash
       exits; the next client starts a new one. Every client attached at the
       same time sees the same shell.
-  {"run": "setup" | "check", "unit": "2", "lang": "en"}
-      The unit's own scripts (make unit / the unit's ./check), answered with
+  {"run": "setup" | "check" | "solve", "unit": "2", "lang": "en"}
+      The unit's own scripts (make unit / the unit's ./check / make solve-unit), answered with
       ["out", TEXT] lines and then ["exit", STATUS].
 
 Standard library only: the Workstation image has no web framework.
@@ -247,7 +247,7 @@ class Agent:
 
 def unit_command(action, unit):
     """The command for a unit script, or None: only the lab's own units and lessons."""
-    if action not in ("setup", "check") or not isinstance(unit, str):
+    if action not in ("setup", "check", "solve") or not isinstance(unit, str):
         return None
     sys.path.insert(0, str(SCENARIOS))
     from units.common import Stop  # scenarios/units: the lab's table of units (standard library)
@@ -257,6 +257,9 @@ def unit_command(action, unit):
     except Stop:
         return None
     folder = found.path if isinstance(found, Unit) else found
+    if action == "solve":
+        # `make solve-unit N=...`: the unit's steps done for real; a lesson has none here
+        return [sys.executable, str(SCENARIOS / "labunits.py"), "solve", unit] if isinstance(found, Unit) else None
     if action == "setup":
         # `make unit N=...`: the setup and, for a lesson, its own lines
         return [sys.executable, str(SCENARIOS / "labunits.py"), "setup", unit]

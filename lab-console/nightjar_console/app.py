@@ -5,9 +5,10 @@
     GET  /api/units/KEY/guide?lang=ja|en
     POST /api/units/KEY/setup       the unit's setup, run in the Workstation
     POST /api/units/KEY/check       the unit's check, run in the Workstation
+    GET  /api/units/KEY/solution, POST /api/units/KEY/solve   a stuck learner's way out (solutions.py)
     GET  /api/files/handler.py      the Workstation's handler.py (the only file served)
     PUT  /api/files/handler.py      save it: {"text", "version"?, "force"?}
-    POST /api/grade                 the grader's verdict
+    POST /api/grade                 the grader's verdict, with the version of handler.py it judged
     WS   /terminal?rows=R&cols=C    the Workstation's shell (agent.py's protocol, relayed)
     GET  /healthz                   200 once the console serves (no token: it tells nothing)
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import tornado.web
 import tornado.websocket
 
-from . import agentlink, grading, guides
+from . import agentlink, grading, guides, solutions
 from nightjar.keyfile import read_or_create
 
 from .access import COOKIE, Access
@@ -49,7 +50,8 @@ class Config:
     workstation: Path           # the folder holding handler.py
     grader_url: str = ""        # the grading service; empty: run the grader here
     site_port: int = 8000       # where the browser finds Nightjar and the management UI
-    management_port: int = 15672
+    management_port: int | None = 15672   # None: no management UI to link to (the page says why)
+    solutions: bool = True      # "Show the solution" and "Solve unit N" (off for a graded course)
     origins: list = field(default_factory=list)
     hub: bool = False           # a JupyterHub single-user server (hub.py): the hub's login, no token
     management_login: tuple = ()  # under a hub: the learner's own (user, password) on the course's RabbitMQ
@@ -183,6 +185,7 @@ class Page(Guarded):
         self.render("console.html", lang=language(self.request), units=guides.listing(),
                     passed=progress["passed"], current=progress["current"] or "1",
                     site_port=self.config.site_port, management_port=self.config.management_port,
+                    solutions=self.config.solutions,
                     base=self.reverse_url("page"), hub=self.config.hub,
                     management_login=self.config.management_login,
                     xsrf=self.xsrf_token.decode() if self.config.hub else "")
@@ -204,12 +207,13 @@ class Guide(Api):
         if lang not in ("ja", "en"):
             self.fail(400, f"no guide in {lang!r}: ja or en")
         self.unit_folder(key)
-        self.finish({"key": key, "lang": lang, "html": guides.guide_html(key, lang)})
+        self.finish({"key": key, "lang": lang, "html": guides.guide_html(key, lang, self.config.management_port)})
 
 
 class UnitScript(Api):
     async def post(self, key, action):
         self.unit_folder(key)
+        solutions.allowed(self, key) if action == "solve" else None
         lang = self.body_json().get("lang") or language(self.request)
         if lang not in ("ja", "en"):
             self.fail(400, f"no language {lang!r}: ja or en")
@@ -227,6 +231,10 @@ class UnitScript(Api):
         if action == "setup" and status == 0:
             progress.set_up(key)
         self.finish({"key": key, "action": action, "status": status, "done": status == 0, "lines": lines})
+
+
+class Solution(solutions.ShowSolution, Api):
+    """GET /api/units/KEY/solution (solutions.py)."""
 
 
 class File(Api):
@@ -274,12 +282,13 @@ class File(Api):
 class Grade(Api):
     async def post(self):
         self.learner_acted()
-        sent = (self.config.workstation / EDITABLE).read_bytes() if self.config.hub else None
+        judged = (self.config.workstation / EDITABLE).read_bytes()  # a course's service is sent it
+        sent = judged if self.config.hub else None
         try:
             verdict = await grading.grade(self.config.grader_url, sent)
         except grading.CannotGrade as error:
             self.fail(503, f"Cannot grade: {error}")
-        self.finish(verdict)
+        self.finish(dict(verdict, version=version(judged)))  # the page marks it old once the file changes
 
 
 class Terminal(tornado.websocket.WebSocketHandler):
@@ -363,7 +372,8 @@ def make_app(config, token=None):
         (r"/", Page, shared, "page"),
         (r"/api/units", Units, shared),
         (r"/api/units/([^/]+)/guide", Guide, shared),
-        (r"/api/units/([^/]+)/(setup|check)", UnitScript, shared),
+        (r"/api/units/([^/]+)/(setup|check|solve)", UnitScript, shared),
+        (r"/api/units/([^/]+)/solution", Solution, shared),
         (r"/api/files/([^/]+)", File, shared),
         (r"/api/grade", Grade, shared),
         (r"/terminal", Terminal, shared),

@@ -17,6 +17,7 @@ import datetime
 import json
 import logging
 import os
+import re
 import time
 
 import tornado.httpclient
@@ -25,7 +26,8 @@ import tornado.web
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 
 log = logging.getLogger("nightjar_console")
-ACTIVITY_EVERY = 30  # seconds: the hub hears of a learner's work at most this often
+# Seconds: the hub hears of a learner's work at most this often (a course's idle limit is far longer).
+ACTIVITY_EVERY = int(os.environ.get("NIGHTJAR_CONSOLE_ACTIVITY_SECONDS") or 30)
 
 
 def prefix(environ=None):
@@ -53,6 +55,7 @@ def login_handlers(handlers, server_prefix, origins):
     login; the site and the management UI relayed; the OAuth callback the hub sends the
     learner back to. `origins` is the console's Access (its Origin rule)."""
     routed = []
+    server_prefix = re.escape(server_prefix)  # a hub name may hold '.', '+' or '%C3%AB'
     for pattern, handler, *kwargs in handlers:
         if getattr(handler, "open_to_all", False):
             hub_handler = handler

@@ -63,7 +63,9 @@ function linkTo(port) {
   return `${location.protocol}//${location.hostname}:${port}/`;
 }
 $("site-link").href = body.dataset.siteUrl || linkTo(body.dataset.sitePort);
-$("management-link").href = body.dataset.managementUrl || linkTo(body.dataset.managementPort);
+if ($("management-link")) { // none when the lab runs no management UI: the page says so instead
+  $("management-link").href = body.dataset.managementUrl || linkTo(body.dataset.managementPort);
+}
 
 // ---- the guide ------------------------------------------------------------------------
 
@@ -84,6 +86,10 @@ function labelUnits() {
   }
   $("check").textContent = `Check ${unitName(unitKey())}`;
   $("setup").textContent = `Set up ${unitName(unitKey())}`;
+  if ($("solve")) { // off for a graded course (NIGHTJAR_CONSOLE_SOLUTIONS=off); a lesson has none
+    $("solve").textContent = `Solve ${unitName(unitKey())}`;
+    $("solve").closest(".solution-tools").hidden = !/^\d+$/.test(unitKey());
+  }
   const other = lang === "ja" ? "en" : "ja";
   const button = $("language");
   button.textContent = other === "ja" ? "日本語で読む" : "Read in English";
@@ -112,13 +118,33 @@ function addCopyButtons(guide) {
   }
 }
 
+// A table or code block wider than the pane scrolls inside its own box, and shows it: a shade
+// at its right edge and, where the system shows them, a scrollbar that stays.
+function boxTables(guide) {
+  for (const table of guide.querySelectorAll("table")) {
+    const box = element("div", undefined, { class: "table-box", tabindex: "0" }); // the keyboard scrolls it
+    table.replaceWith(box);
+    box.append(table);
+  }
+}
+
+function markWide() {
+  for (const box of $("guide").querySelectorAll("pre, .table-box")) {
+    box.classList.toggle("wide", box.scrollWidth > box.clientWidth + 1);
+  }
+}
+new ResizeObserver(markWide).observe($("guide"));
+$("guide").addEventListener("toggle", markWide, true); // a folded table, opened
+
 async function loadGuide() {
   const guide = $("guide");
   try {
-    const found = await api("GET", `/api/units/${encodeURIComponent(unitKey())}/guide?lang=${lang}`);
+    const found = await api("GET", `api/units/${encodeURIComponent(unitKey())}/guide?lang=${lang}`);
     guide.innerHTML = found.html; // rendered by the console from the lab's own guide; raw HTML escaped
     guide.lang = found.lang;
     addCopyButtons(guide);
+    boxTables(guide);
+    markWide();
   } catch (error) {
     show(guide, element("p", `The guide could not be loaded: ${error.message}`));
   }
@@ -128,6 +154,7 @@ async function loadGuide() {
 unitPicker.addEventListener("change", () => {
   show($("check-result"));
   show($("setup-result"));
+  hideSolution();
   loadGuide();
 });
 
@@ -143,20 +170,25 @@ $("setup").addEventListener("click", async () => {
                + " the unit's start (your handler.py and the database are copied to .backups first).")) {
     return;
   }
-  const button = $("setup");
+  await runScript(key, "setup", $("setup"), $("setup-result"), `Setting up ${unitName(key)}…`,
+                  `${unitName(key)} is set up.`);
+});
+
+// Set up and Solve: the unit's script run in the Workstation, its lines shown, the editor reloaded.
+async function runScript(key, action, button, target, doing, finished) {
   busy(button, true);
-  show($("setup-result"), element("p", `Setting up ${unitName(key)}…`));
+  show(target, element("p", doing));
   try {
-    const done = await api("POST", `/api/units/${encodeURIComponent(key)}/setup`, { lang });
-    const heading = done.status === 0 ? `${unitName(key)} is set up.` : `The setup stopped (status ${done.status}).`;
-    show($("setup-result"), element("p", heading[0].toUpperCase() + heading.slice(1)), lines(done.lines));
+    const done = await api("POST", `api/units/${encodeURIComponent(key)}/${action}`, { lang });
+    const heading = done.status === 0 ? finished : `The ${action} stopped (status ${done.status}).`;
+    show(target, element("p", heading[0].toUpperCase() + heading.slice(1)), lines(done.lines));
     await loadHandler({ replace: true });
   } catch (error) {
-    show($("setup-result"), element("p", error.message));
+    show(target, element("p", error.message));
   } finally {
     busy(button, false);
   }
-});
+}
 
 $("check").addEventListener("click", async () => {
   const key = unitKey();
@@ -164,7 +196,7 @@ $("check").addEventListener("click", async () => {
   busy(button, true);
   show($("check-result"), element("p", `Checking ${unitName(key)}…`));
   try {
-    const checked = await api("POST", `/api/units/${encodeURIComponent(key)}/check`, { lang });
+    const checked = await api("POST", `api/units/${encodeURIComponent(key)}/check`, { lang });
     const verdict = checked.done ? "Done" : checked.status === 1 ? "Not done yet" : "Could not check";
     show($("check-result"), element("p", verdict, { class: `verdict ${checked.done ? "pass" : "fail"}` }),
          lines(checked.lines));
@@ -179,9 +211,72 @@ $("check").addEventListener("click", async () => {
   }
 });
 
+// ---- a way out for a stuck learner: the solution, shown or done -------------------------
+
+function hideSolution() {
+  if (!$("show-solution")) return;
+  show($("solution-result"));
+  $("show-solution").textContent = "Show the solution";
+  $("show-solution").setAttribute("aria-expanded", "false");
+}
+
+function solutionTable(key, rows) {
+  const marks = { same: "", changed: "changed", removed: "only yours", added: "only the solution's" };
+  const table = element("table", undefined, { class: "checks solution" });
+  table.append(element("caption", `Your handler.py beside ${unitName(key)}'s solution; the lines that differ are marked.`));
+  const head = element("tr");
+  for (const title of ["Difference", "Your handler.py", "The solution's handler.py"]) head.append(element("th", title, { scope: "col" }));
+  table.append(head);
+  for (const row of rows) {
+    const line = element("tr", undefined, { class: `diff-${row.kind}` });
+    line.append(element("td", marks[row.kind], { class: "mark" }));
+    line.append(element("td", row.mine ?? "", { class: "code" }));
+    line.append(element("td", row.theirs ?? "", { class: "code" }));
+    table.append(line);
+  }
+  const box = element("div", undefined, { class: "table-box", tabindex: "0" });
+  box.append(table);
+  return box;
+}
+
+if ($("show-solution")) {
+  $("show-solution").addEventListener("click", async () => {
+    if ($("show-solution").getAttribute("aria-expanded") === "true") return hideSolution();
+    const key = unitKey();
+    try {
+      const found = await api("GET", `api/units/${encodeURIComponent(key)}/solution`);
+      if (!found.changes) {
+        show($("solution-result"), element("p", `${unitName(key)[0].toUpperCase()}${unitName(key).slice(1)} asks for no`
+                                                + ` change to handler.py: its steps are in Nightjar and the terminal. Solve ${unitName(key)} does them.`));
+      } else {
+        show($("solution-result"), ...(found.same ? [element("p", "Your handler.py is the solution's already.")] : []),
+             solutionTable(key, found.rows));
+      }
+      $("show-solution").textContent = "Hide the solution";
+      $("show-solution").setAttribute("aria-expanded", "true");
+    } catch (error) {
+      show($("solution-result"), element("p", error.message));
+    }
+  });
+
+  $("solve").addEventListener("click", async () => {
+    const key = unitKey();
+    if (!confirm(`Solve ${unitName(key)}? This runs the unit's ./solve (what make solve-unit runs): it does`
+                 + " the unit's steps for real on the live lab, and where the unit changes handler.py it replaces yours"
+                 + " with the solution's (yours is copied to .backups first).")) {
+      return;
+    }
+    hideSolution();
+    await runScript(key, "solve", $("solve"), $("solution-result"), `Solving ${unitName(key)}…`,
+                    `${unitName(key)} is solved: check it.`);
+  });
+}
+
 // ---- the terminal ---------------------------------------------------------------------
 
-const term = new Terminal({ cursorBlink: true, fontSize: 14, scrollback: 5000,
+// A row of 1.2 times the font: at 1.0 the DOM renderer clips the underscore's pixels
+// (basic_ack drawn as "basic ack"), at every zoom.
+const term = new Terminal({ cursorBlink: true, fontSize: 14, lineHeight: 1.2, scrollback: 5000,
                             fontFamily: "ui-monospace, 'DejaVu Sans Mono', monospace" });
 const fit = new FitAddon();
 term.loadAddon(fit);
@@ -229,12 +324,30 @@ function connect() {
       told = true;
     }
   };
-  socket.onclose = () => {
+  socket.onclose = async () => {
     if (!told) status("Disconnected from the Workstation; connecting again…");
     told = false;
+    if (await loginEnded()) return;
     setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
   };
+}
+
+// Under a course's hub, a lab started again no longer knows the page's login: the page logs in
+// again through the hub (a reload), unless that would lose edits not saved yet.
+async function loginEnded() {
+  if (!body.dataset.xsrf) return false;
+  // Bounded: while the hub starts the lab it may hold a request unanswered.
+  const answer = await fetch(base + "api/units", { headers: { "X-XSRFToken": body.dataset.xsrf },
+                                                  signal: AbortSignal.timeout(10000) })
+    .catch(() => null);
+  if (!answer || answer.status !== 403) return false;
+  if (!dirty()) {
+    location.reload();
+    return true;
+  }
+  status("Your lab started again: copy your handler.py edits, then reload this page to log in to it.");
+  return true;
 }
 
 term.onData((data) => send(["stdin", data]));
@@ -276,7 +389,8 @@ function goToLine(number) {
 
 async function loadHandler({ replace = false } = {}) {
   try {
-    const file = await api("GET", "/api/files/handler.py");
+    const file = await api("GET", "api/files/handler.py");
+    markOldGrade(file.version);
     if (file.version === loadedVersion) return;
     if (dirty() && !replace) {
       const note = element("p", "handler.py changed in the Workstation (the terminal?) while you edit it here.");
@@ -299,9 +413,10 @@ async function save(force = false) {
   const button = $("save");
   busy(button, true);
   try {
-    const saved = await api("PUT", "/api/files/handler.py", { text: editor.value, version: loadedVersion, force });
+    const saved = await api("PUT", "api/files/handler.py", { text: editor.value, version: loadedVersion, force });
     loadedText = editor.value;
     loadedVersion = saved.version;
+    markOldGrade(saved.version);
     show($("save-result"), element("p", "Saved handler.py in the Workstation."), ...problemNodes(saved.problem));
   } catch (error) {
     if (error.status === 409) {
@@ -363,17 +478,35 @@ function verdictTable(verdict) {
   return table;
 }
 
+// The verdict shown belongs to the handler.py it judged: once the file changes (in the editor
+// or in the terminal), it says so, with the time it was graded.
+let graded = null; // {version, at} of the verdict on the page
+
+function markOldGrade(current) {
+  if (graded === null || graded.version === current || graded.old) return;
+  graded.old = true;
+  const note = element("p", `This result is for an earlier handler.py, graded at ${graded.at}; the file`
+                            + " has changed since. Grade again for the current one.", { class: "problem", id: "grade-old" });
+  $("grade-result").prepend(note);
+  $("grade-result").classList.add("old");
+}
+
 $("grade").addEventListener("click", async () => {
   const button = $("grade");
   busy(button, true);
+  graded = null;
+  $("grade-result").classList.remove("old");
   show($("grade-result"), element("p", "Grading handler.py (a few seconds)…"));
   try {
     if (dirty()) await save();
-    const verdict = await api("POST", "/api/grade");
+    const verdict = await api("POST", "api/grade");
     if (verdict.error) {
       show($("grade-result"), element("p", `Cannot grade: ${verdict.error}`));
     } else {
-      show($("grade-result"), verdictTable(verdict));
+      graded = { version: verdict.version, at: new Date().toLocaleTimeString(), old: false };
+      show($("grade-result"), element("p", `Graded at ${graded.at}.`, { class: "hint", id: "graded-at" }),
+           verdictTable(verdict));
+      if (verdict.version !== loadedVersion) markOldGrade(loadedVersion);
     }
   } catch (error) {
     show($("grade-result"), element("p", error.message));
