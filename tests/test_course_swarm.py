@@ -4,21 +4,18 @@ an overlay network of the learner's own that the hub's and the broker's compose 
 On a one-node swarm of this machine's engine; one learner, one walk."""
 
 import json
-import secrets
 import time
 
 import pytest
 
 from browserkit import needs_chromium
 from consolepage import clear_terminal, open_console, run_command, wait_for_screen
-from coursekit import Course, log_in_page, names
+from coursekit import Course, log_in_page
 from stackkit import cannot_run, require_engine, run
 
 pytestmark = [pytest.mark.containers, needs_chromium]
 
-# A learner's volume is named after the learner alone: a name of this run's own keeps it apart
-# from the other course tests' learners on the same engine.
-ADA = f"ada-{secrets.token_hex(3)}"
+ADA = "ada"
 # Limits of their own, so the test sees them reach the lab rather than Docker's defaults.
 LIMITS = {"NIGHTJAR_COURSE_MEMORY": "320M", "NIGHTJAR_COURSE_CPUS": "0.5", "NIGHTJAR_COURSE_PIDS": "200"}
 
@@ -63,13 +60,14 @@ def course(swarm, tmp_path_factory):
         # Nothing of the course is left: no service, no network, no volume.
         assert docker("service", "ls", "-q", "--filter", label) == ""
         assert docker("network", "ls", "-q", "--filter", label) == ""
-        assert docker("volume", "ls", "-q", "--filter", f"name={names(ADA).volume}") == ""
+        assert docker("volume", "ls", "-q", "--filter", f"name={course.names(ADA).volume}") == ""
         assert docker("volume", "ls", "-q", "--filter", f"name={course.project}") == ""
 
 
-def task_container(name):
+def task_container(course, name):
     """The container of the learner's service's one task."""
-    found = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={names(name).container}")
+    service = course.names(name).container
+    found = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={service}")
     assert len(found.split()) == 1, found
     return found.strip()
 
@@ -85,7 +83,7 @@ def terminal_answers(course, browser, learner):
     open_console(page, course.lab_url(learner.name))
     prompt = clear_terminal(page)
     run_command(page, prompt, "echo $NIGHTJAR_AMQP_URL | cut -d@ -f2")
-    wait_for_screen(page, lambda lines: names(learner.name).vhost in lines[-2])
+    wait_for_screen(page, lambda lines: course.names(learner.name).vhost in lines[-2])
     done = time.monotonic()
     page.context.close()
     return (f"{done - started:.1f} s (login {logged_in - started:.1f} s, lab ready"
@@ -96,13 +94,13 @@ def test_a_learners_lab_is_a_swarm_service_with_its_limits_and_files(course, bro
     ada = course.learner(ADA)
     first = terminal_answers(course, browser, ada)
 
-    service = json.loads(docker("service", "inspect", names(ADA).container))[0]
+    service = json.loads(docker("service", "inspect", course.names(ADA).container))[0]
     assert service["Spec"]["Labels"] == {"nightjar.course": course.project}
-    lab = json.loads(docker("inspect", task_container(ADA)))[0]
+    lab = json.loads(docker("inspect", task_container(course, ADA)))[0]
     limits = lab["HostConfig"]
     assert (limits["Memory"], limits["NanoCpus"], limits["PidsLimit"], limits["Init"]) == \
         (320 * 1024 * 1024, 500_000_000, 200, True)
-    assert [mount["Name"] for mount in lab["Mounts"]] == [names(ADA).volume]
+    assert [mount["Name"] for mount in lab["Mounts"]] == [course.names(ADA).volume]
     # Its own overlay network, with the hub and the broker on it (attachable), and nothing else.
     [network] = lab["NetworkSettings"]["Networks"]
     joined = json.loads(docker("network", "inspect", network))[0]
@@ -112,12 +110,12 @@ def test_a_learners_lab_is_a_swarm_service_with_its_limits_and_files(course, bro
                           f"{network}-endpoint"}, containers  # the last: the node's own, swarm's
 
     # Stopped (the service goes) and started again (a new task): handler.py is kept.
-    edited = run(["docker", "exec", "--user", "1000", task_container(ADA), "bash", "-c",
+    edited = run(["docker", "exec", "--user", "1000", task_container(course, ADA), "bash", "-c",
                   "echo '# mine' >> handler.py"], None)
     assert edited.returncode == 0, edited.stderr
     course.stop_lab(ADA)
-    assert docker("service", "ls", "-q", "--filter", f"name={names(ADA).container}") == ""
+    assert docker("service", "ls", "-q", "--filter", f"name={course.names(ADA).container}") == ""
     again = terminal_answers(course, browser, ada)
-    kept = run(["docker", "exec", task_container(ADA), "tail", "-n", "1", "handler.py"], None)
+    kept = run(["docker", "exec", task_container(course, ADA), "tail", "-n", "1", "handler.py"], None)
     assert kept.stdout == "# mine\n", kept.stdout + kept.stderr
     print(f"\nSwarmSpawner, one learner: login to terminal ready in {first}; after a stop, {again}")
