@@ -15,6 +15,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_BREAK_SYSTEM_PACKAGES=1
+# Unpinned apt packages: the Debian release (trixie) fixes their versions.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-pip nodejs npm ca-certificates \
  && rm -rf /var/lib/apt/lists/*

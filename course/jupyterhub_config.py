@@ -21,6 +21,7 @@ Settings (environment, set by course/compose.yaml):
   NIGHTJAR_COURSE_IDLE_SECONDS the idle culler's limit
   NIGHTJAR_COURSE_ADMIN        the instructor's hub user (an admin)
   NIGHTJAR_COURSE_AUTHENTICATOR  native (default) or dummy (the tests only)
+  NIGHTJAR_COURSE_SOLUTIONS    off: the labs offer no solution (a graded course)
 """
 
 import os
@@ -208,6 +209,8 @@ def before_start(spawner):
         "NIGHTJAR_QUEUE": "nightjar.tickets",
         "NIGHTJAR_MANAGEMENT_URL": f"http://{BROKER}:15672/",
         "NIGHTJAR_CONSOLE_ACTIVITY_SECONDS": env.get("NIGHTJAR_COURSE_ACTIVITY_SECONDS", "30"),
+        # off for a graded course: no "Show the solution" nor "Solve unit N" in the labs
+        "NIGHTJAR_CONSOLE_SOLUTIONS": env.get("NIGHTJAR_COURSE_SOLUTIONS", "on"),
     })
 
 

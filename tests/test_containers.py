@@ -27,7 +27,7 @@ from nightjar.compose import V1, V2, version as compose_version
 DOCKERFILES = ["nightjar-site/Dockerfile", "ticket-desk/Dockerfile", "grader/Dockerfile"]
 # Linted too: the base images `make base-images` builds from Debian packages.
 LINTED = DOCKERFILES + ["base-images/python/Dockerfile", "base-images/rabbitmq/Dockerfile",
-                        "grader/sandbox.Dockerfile"]
+                        "grader/sandbox.Dockerfile", "course/hub.Dockerfile", "course/learner.Dockerfile"]
 
 
 # --------------------------------------------------------------------------
@@ -38,11 +38,13 @@ def tool(name):
     return str(beside_python) if beside_python.exists() else shutil.which(name)
 
 
-def test_compose_file_matches_the_compose_specification():
+@pytest.mark.parametrize("compose_file", [COMPOSE_FILE, ROOT / "course/compose.yaml"],
+                         ids=["lab", "course"])
+def test_compose_file_matches_the_compose_specification(compose_file):
     check_jsonschema = tool("check-jsonschema")
     if check_jsonschema is None:
         pytest.skip("check-jsonschema is not installed (pip install '.[test]')")
-    result = subprocess.run([check_jsonschema, "--builtin-schema", "vendor.compose-spec", str(COMPOSE_FILE)],
+    result = subprocess.run([check_jsonschema, "--builtin-schema", "vendor.compose-spec", str(compose_file)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
