@@ -47,6 +47,9 @@ class Course:
                     "NIGHTJAR_COURSE_PROJECT": self.project,
                     "NIGHTJAR_COURSE_PORT": str(self.port),
                     "NIGHTJAR_COURSE_VAR": str(self.folder / "var"),
+                    # Images of its own: another checkout's course may build the same tags meanwhile.
+                    "NIGHTJAR_COURSE_HUB_IMAGE": f"{self.project}/hub",
+                    "NIGHTJAR_LEARNER_IMAGE": f"{self.project}/learner",
                     **settings}
         self.url = f"http://127.0.0.1:{self.port}"
         self.learners = []
@@ -68,6 +71,7 @@ class Course:
         volumes = [self.names(name).volume for name in self.learners]
         volumes += [f"{self.project}_{volume}" for volume in ("hub-data", "broker-data", "service-data", "farm-data")]
         run(["docker", "volume", "rm", "-f", *volumes], self.env)
+        run(["docker", "image", "rm", f"{self.project}/hub", f"{self.project}/learner"], self.env)
         return done
 
     def wait_for_hub(self):
