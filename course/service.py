@@ -34,6 +34,7 @@ import tornado.httpclient
 import tornado.ioloop
 import tornado.web
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.utils import url_escape_path
 
 from grader.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
@@ -134,7 +135,8 @@ class Service:
         """A running lab's handler.py, as its console serves it; None when the lab does not run."""
         if not user.get("servers", {}).get("", {}).get("ready"):
             return None
-        url = os.environ["NIGHTJAR_COURSE_PROXY_URL"].rstrip("/") + f"/user/{quote(user['name'])}/api/files/handler.py"
+        url = (os.environ["NIGHTJAR_COURSE_PROXY_URL"].rstrip("/")
+               + f"/user/{url_escape_path(user['name'])}/api/files/handler.py")
         try:
             answer = await tornado.httpclient.AsyncHTTPClient().fetch(
                 url, request_timeout=30, headers={"Authorization": f"token {self.auth.api_token}"})
