@@ -37,7 +37,7 @@ def _run_variant(make_lab, check, key, function):
     except Fail as failure:
         return "fail", failure.reason, HINTS.get(failure.hint, failure.hint), story.tell(lab)
     except Tampered as tampered:  # the database is not the lab's: no story to read from it
-        return "fail", str(tampered), HINTS["sandbox"], None
+        return "fail", str(tampered), HINTS["schema"], None
     except Exception as error:  # the grader's own trouble: say so, never crash
         return "error", traceback.format_exception_only(type(error), error)[-1].strip(), "", None
     finally:
