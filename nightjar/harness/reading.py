@@ -70,7 +70,11 @@ def lab_tables(db):
     """
     copy = sqlite3.connect(":memory:")
     try:
-        db.backup(copy)
+        _copy(db, copy)
+    except BaseException:
+        copy.close()
+        raise
+    try:
         copy.execute("PRAGMA trusted_schema = OFF")
         check_schema(copy)
         copy.execute("CREATE TEMP TABLE indexes (name, tbl_name, sql, unique_key)")
@@ -89,6 +93,17 @@ def lab_tables(db):
         copy.close()
         raise
     return copy
+
+
+def _copy(db, copy):
+    """Copy the database `db` into `copy`, waiting for a writer no longer than db's busy timeout
+    (a backup alone would wait for ever)."""
+    db.execute("BEGIN")
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # takes the read lock
+        db.backup(copy)
+    finally:
+        db.rollback()
 
 
 def _unique_key(db, index, table):
