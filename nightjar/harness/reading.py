@@ -71,24 +71,21 @@ def lab_tables(db):
     copy = sqlite3.connect(":memory:")
     try:
         _copy(db, copy)
-    except BaseException:
-        copy.close()
-        raise
-    try:
-        copy.execute("PRAGMA trusted_schema = OFF")
-        check_schema(copy)
-        copy.execute("CREATE TEMP TABLE indexes (name, tbl_name, sql, unique_key)")
-        for name, table, sql in copy.execute("SELECT name, tbl_name, sql FROM sqlite_master"
-                                             " WHERE type = 'index' AND sql IS NOT NULL"
-                                             ).fetchall():
-            copy.execute("INSERT INTO temp.indexes VALUES (?, ?, ?, ?)",
-                         (name, table, sql, _unique_key(copy, name, table)))
-            copy.execute(f"DROP INDEX main.{quoted(name)}")
-        for name in LAB_TABLES:
-            copy.execute(f"REINDEX main.{name}")
-    except sqlite3.DatabaseError as error:
-        copy.close()
-        raise Tampered(f"the grader could not read the database handler.py left ({error})") from None
+        try:
+            copy.execute("PRAGMA trusted_schema = OFF")
+            check_schema(copy)
+            copy.execute("CREATE TEMP TABLE indexes (name, tbl_name, sql, unique_key)")
+            for name, table, sql in copy.execute("SELECT name, tbl_name, sql FROM sqlite_master"
+                                                 " WHERE type = 'index' AND sql IS NOT NULL"
+                                                 ).fetchall():
+                copy.execute("INSERT INTO temp.indexes VALUES (?, ?, ?, ?)",
+                             (name, table, sql, _unique_key(copy, name, table)))
+                copy.execute(f"DROP INDEX main.{quoted(name)}")
+            for name in LAB_TABLES:
+                copy.execute(f"REINDEX main.{name}")
+        except sqlite3.DatabaseError as error:
+            raise Tampered(f"the grader could not read the database handler.py left ({error})"
+                           ) from None
     except BaseException:
         copy.close()
         raise
