@@ -329,6 +329,18 @@ def test_json_shape(graded):
         assert bool(check["hint"]) is (not check["passed"])
 
 
+def assert_graded_alike(names, grading_broker, graded, *extra):
+    """The named handlers graded again (two at a time, with `extra` options) get the verdicts
+    (reasons, hints, evidence) and the exit status they got in `graded`."""
+    with ThreadPoolExecutor(2) as pool:
+        again = dict(zip(names, pool.map(
+            lambda name: grade(GRADED[name][0], "--skip-live", *extra, *GRADED[name][1],
+                               broker=grading_broker), names)))
+    for name in names:
+        assert verdicts(again[name][1]["checks"]) == verdicts(graded[name][1]["checks"]), name
+        assert again[name][0] == graded[name][0], name
+
+
 # The handlers whose verdicts hang on timing: an ack just before a crash, a slow
 # handler, the lab's own three, and handlers that fail only in a later worker run.
 UNDER_LOAD = ["starting", "unit2", "unit3", "ack_inside_transaction", "correct/slow",
@@ -342,17 +354,11 @@ def test_verdicts_are_the_same_beside_a_busy_loop(graded, grading_broker):
     wait for a starved broker is not forgiven as its own wait for a CPU is.)"""
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])]
     try:
-        with ThreadPoolExecutor(2) as pool:
-            loaded = dict(zip(UNDER_LOAD, pool.map(
-                lambda name: grade(GRADED[name][0], "--skip-live", *GRADED[name][1],
-                                   broker=grading_broker), UNDER_LOAD)))
+        assert_graded_alike(UNDER_LOAD, grading_broker, graded)
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
-    for name in UNDER_LOAD:
-        assert verdicts(loaded[name][1]["checks"]) == verdicts(graded[name][1]["checks"]), name
-        assert loaded[name][0] == graded[name][0], name
 
 
 @pytest.mark.skipif(sandbox.unavailable_reason() is not None,
@@ -362,11 +368,5 @@ def test_every_correct_handler_gets_one_verdict_sandboxed_and_trusted(graded, gr
     gets on each check the verdict (reason, hint, evidence) it got sandboxed, as a root grader
     grades by default. (The lab's and the wrong handlers are graded both ways in
     tests/test_batch.py, one by one --trusted and as a sandboxed class.)"""
-    names = [name for name in GRADED if name.startswith("correct/")]
-    with ThreadPoolExecutor(2) as pool:
-        trusted = dict(zip(names, pool.map(
-            lambda name: grade(GRADED[name][0], "--skip-live", "--trusted", *GRADED[name][1],
-                               broker=grading_broker), names)))
-    for name in names:
-        assert verdicts(trusted[name][1]["checks"]) == verdicts(graded[name][1]["checks"]), name
-        assert trusted[name][0] == graded[name][0], name
+    assert_graded_alike([name for name in GRADED if name.startswith("correct/")], grading_broker,
+                        graded, "--trusted")
