@@ -20,7 +20,7 @@ from nightjar.registrations import MAX_NAME_LENGTH
 from .findings import EFFECT_WHERE, Fail, fail_on_problem, loss_cause, not_back
 from .steps import (check_tickets, comes_back, expect_acked, expect_back, expect_retry,
                     expect_settled_by_ack, interrupt, nothing_committed, received_text,
-                    run_worker, stop_at)
+                    run_worker, stop_at, wrong_unique_key)
 
 # Guests' names are data: a quote breaks SQL pasted together from them, and
 # accents show a handler that changes the name it writes. LONGEST is as long
@@ -136,6 +136,10 @@ def _no_ticket_for_same_name(lab, registration_id, earlier, when):
                     f" holds {', '.join(map(repr, odd))}, which"
                     f" {'is not a registration ID' if len(odd) == 1 else 'are not registration IDs'}",
                     "completion-key")
+    if wrong := wrong_unique_key(lab):
+        return Fail(f"{registration_id}, a later registration named '{SAME}', got no ticket {when}:"
+                    f" handler.py's {wrong} refused it as a repeat of {' or '.join(earlier)}",
+                    "unique-key")
     return Fail(f"{registration_id}, a later registration named '{SAME}', got no ticket {when}:"
                 f" it was treated as a repeat of {' or '.join(earlier)}", "same-name")
 

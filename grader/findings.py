@@ -54,9 +54,13 @@ HINTS = {
     "limits": "handler.py runs in a sandbox with limits on memory, processes, CPU time, file size"
               " and disk; writing one ticket and acknowledging stays far below them, so look for"
               " what handle() does besides.",
-    "sandbox": "handler.py runs in a sandbox: through `db` it may write the lab's tables and"
-               " tables of its own; leave the lab's files, tables and indexes as they are, and"
-               " create no view or trigger.",
+    "unique-key": f"{UNIT3}: job['id'] alone identifies a registration: a UNIQUE index keeping"
+                  " one ticket per registration goes on tickets(registration_id), never on the"
+                  " name or a part of the ID.",
+    "schema": f"{UNIT3}: through `db`, handler.py may write the lab's tables and add tables and"
+              " indexes of its own; it may not change the columns of the lab's tables, create a"
+              " view or a trigger, add an index that refuses the site's registrations, or touch"
+              " the lab's files.",
 }
 
 EFFECT_WHERE = {

@@ -36,8 +36,8 @@ def _run_variant(make_lab, check, key, function):
         return "n/a", str(note), "", None
     except Fail as failure:
         return "fail", failure.reason, HINTS.get(failure.hint, failure.hint), story.tell(lab)
-    except Tampered as tampered:  # the database is not the lab's: no story to read from it
-        return "fail", str(tampered), HINTS["sandbox"], None
+    except Tampered as tampered:  # its story says where the database could not be read
+        return "fail", str(tampered), HINTS["schema"], story.tell(lab)
     except Exception as error:  # the grader's own trouble: say so, never crash
         return "error", traceback.format_exception_only(type(error), error)[-1].strip(), "", None
     finally:

@@ -100,6 +100,9 @@ def check_tickets(lab, registration_id, name, context, run=None):
     """Exactly one ticket, with the guest's name; `context` names what just ran."""
     tickets = lab.tickets(registration_id)
     if not tickets:
+        if wrong := wrong_unique_key(lab):
+            raise Fail(f"{context} left {registration_id} without a ticket: handler.py's {wrong}"
+                       " took its ticket for a repeat of another registration's", "unique-key")
         if lab.completed(registration_id):
             raise Fail(f"{context} left {registration_id} marked completed but without a ticket",
                        "partial")
@@ -118,6 +121,13 @@ def check_tickets(lab, registration_id, name, context, run=None):
                    if len(written) != len(name) else "")
         raise Fail(f"{context} wrote the ticket of {registration_id} with the name"
                    f" {name_text(written)} instead of {name_text(name)}{lengths}", "wrong-name")
+
+
+def wrong_unique_key(lab):
+    """A UNIQUE index of handler.py's on tickets keyed on anything but registration_id alone
+    (its description), or None."""
+    return next((description for description, key in lab.unique_keys("tickets")
+                 if key != "registration_id"), None)
 
 
 def expect_settled_by_ack(registration_id, context, run):

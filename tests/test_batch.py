@@ -1,7 +1,10 @@
 """Grading a class (python3 -m grader --handlers DIR): real brokers, real grader subprocesses.
 
-The project's own right and wrong handlers are graded as a class and one by
-one on the same private node, and the verdicts must agree; submissions that
+The project's own right and wrong handlers are graded as a class (in the
+sandbox, as root) and one by one --trusted on the same private node, and the
+verdicts must agree: one handler, one verdict, whatever the route (the
+correct handlers of tests/handlers/correct/ are compared in
+tests/test_grader.py); submissions that
 hang their grader or flood its output sit beside a good one; bad input is
 refused in one line.
 """
@@ -49,7 +52,8 @@ def make_class(folder, handlers):
 
 @pytest.fixture(scope="module")
 def both_ways(grading_broker, tmp_path_factory):
-    """The class graded one by one (two at a time) and as one batch, on the same node."""
+    """The class graded one by one (two at a time, --trusted) and as one batch (the class
+    route: in the sandbox where it can be had), on the same node."""
     tmp = tmp_path_factory.mktemp("class")
     folder = make_class(tmp / "class", CLASS)
     reports = {"junit": tmp / "unit2.xml", "gradescope": tmp / "unit2.json",
@@ -59,7 +63,7 @@ def both_ways(grading_broker, tmp_path_factory):
         extra = ["--junit", str(reports["junit"]), "--gradescope", str(reports["gradescope"])] \
             if name == "Ana López" else []
         result = grader("--handler", str(folder / name / "handler.py"), "--skip-live", "--json",
-                        *grading_broker.args, "--timeout", TIMEOUT, *extra)
+                        "--trusted", *grading_broker.args, "--timeout", TIMEOUT, *extra)
         return result.returncode, json.loads(result.stdout)
 
     with ThreadPoolExecutor(2) as pool:

@@ -92,3 +92,10 @@ def test_summary_sets_a_figure_beside_its_budget_and_another_commits():
     worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True,
                                text=True).stdout
     assert "nightjar-bench-against-" not in worktrees
+
+
+def test_reading_bench_times_a_read_from_a_checked_copy_and_directly():
+    lines = bench("reading_bench.py", "--reads", "20", "--skip-grading")
+    assert len(lines) == 1, lines
+    assert re.fullmatch(r"one read of a lab's tickets, median of 20: from a checked copy"
+                        r" \d+\.\d{3} ms, directly \d+\.\d{3} ms \([+-]\d+\.\d{3} ms\)", lines[0])

@@ -14,6 +14,7 @@ import pytest
 from graderkit import WRONG, by_number, grade, verdicts
 from grader import story
 from labkit import HANDLERS
+from nightjar import sandbox
 
 CORRECT = WRONG / "correct"
 UNIT2 = 'unit 2 "Acknowledge only completed work"'
@@ -251,6 +252,21 @@ WRONG_EXPECTED = {
                                 " one that delivered the job; a delivery tag counts only on its"
                                 " own channel, so the delivery was never acknowledged",
                                 "the channel handle() is given"),
+    # A UNIQUE index keeps one ticket per registration only on tickets(registration_id).
+    "unique_index_on_name": ({5}, 5, "R-0003, a later registration named 'Same name', got no"
+                             " ticket from a second worker run: handler.py's UNIQUE index"
+                             " 'tickets_one_per_name' on tickets(name) refused it as a repeat of"
+                             " R-0002", "never on the name or a part of the ID"),
+    "unique_index_on_id_prefix": ({1, 2, 3, 4, 5, 6}, 1, "The normal delivery left R-0002 without"
+                                  " a ticket: handler.py's UNIQUE index 'tickets_one_per_series'"
+                                  " on tickets(substr(registration_id, 1, 5)) took its ticket for"
+                                  " a repeat of another registration's",
+                                  "goes on tickets(registration_id)"),
+    "unique_index_on_registrations": ({5}, 5, "Saving a new registration named 'Same name' failed"
+                                      " (UNIQUE constraint failed: registrations.name):"
+                                      " handler.py's UNIQUE index 'one_guest_per_name' on"
+                                      " registrations(name) refused it; no index may refuse the"
+                                      " site's registrations", "add an index that refuses"),
 }
 
 
@@ -290,7 +306,9 @@ def test_reasons_and_hints_stay_within_300_characters(graded):
 @pytest.mark.parametrize("name", sorted(f"correct/{path.stem}" for path in CORRECT.glob("*.py")))
 def test_correct_handler_passes_however_it_is_written(graded, name):
     """Select-then-insert, INSERT ... WHERE NOT EXISTS, catching IntegrityError, nack with
-    requeue on an error, a slow handler, and one whose log lines sound alarming."""
+    requeue on an error, a slow handler, one whose log lines sound alarming, and UNIQUE
+    indexes of the handler's own on tickets(registration_id), one through a function only its
+    connection knows."""
     status, report = graded[name]
     assert (status, report["passed"], failing(report)) == (0, True, set()), report
 
@@ -311,6 +329,18 @@ def test_json_shape(graded):
         assert bool(check["hint"]) is (not check["passed"])
 
 
+def assert_graded_alike(names, grading_broker, graded, *extra):
+    """The named handlers graded again (two at a time, with `extra` options) get the verdicts
+    (reasons, hints, evidence) and the exit status they got in `graded`."""
+    with ThreadPoolExecutor(2) as pool:
+        again = dict(zip(names, pool.map(
+            lambda name: grade(GRADED[name][0], "--skip-live", *extra, *GRADED[name][1],
+                               broker=grading_broker), names)))
+    for name in names:
+        assert verdicts(again[name][1]["checks"]) == verdicts(graded[name][1]["checks"]), name
+        assert again[name][0] == graded[name][0], name
+
+
 # The handlers whose verdicts hang on timing: an ack just before a crash, a slow
 # handler, the lab's own three, and handlers that fail only in a later worker run.
 UNDER_LOAD = ["starting", "unit2", "unit3", "ack_inside_transaction", "correct/slow",
@@ -324,14 +354,19 @@ def test_verdicts_are_the_same_beside_a_busy_loop(graded, grading_broker):
     wait for a starved broker is not forgiven as its own wait for a CPU is.)"""
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])]
     try:
-        with ThreadPoolExecutor(2) as pool:
-            loaded = dict(zip(UNDER_LOAD, pool.map(
-                lambda name: grade(GRADED[name][0], "--skip-live", *GRADED[name][1],
-                                   broker=grading_broker), UNDER_LOAD)))
+        assert_graded_alike(UNDER_LOAD, grading_broker, graded)
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
-    for name in UNDER_LOAD:
-        assert verdicts(loaded[name][1]["checks"]) == verdicts(graded[name][1]["checks"]), name
-        assert loaded[name][0] == graded[name][0], name
+
+
+@pytest.mark.skipif(sandbox.unavailable_reason() is not None,
+                    reason="every handler was graded without a sandbox here: one route only")
+def test_every_correct_handler_gets_one_verdict_sandboxed_and_trusted(graded, grading_broker):
+    """One handler, one verdict: graded --trusted, each correct handler, however it is written,
+    gets on each check the verdict (reason, hint, evidence) it got sandboxed, as a root grader
+    grades by default. (The lab's and the wrong handlers are graded both ways in
+    tests/test_batch.py, one by one --trusted and as a sandboxed class.)"""
+    assert_graded_alike([name for name in GRADED if name.startswith("correct/")], grading_broker,
+                        graded, "--trusted")

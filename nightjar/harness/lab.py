@@ -22,7 +22,7 @@ import pika.exceptions
 
 from .. import broker, db as database, queueing, registrations
 from ..config import REPO_ROOT, Settings
-from . import processes
+from . import processes, reading
 
 TICKET_DESK = REPO_ROOT / "ticket-desk"
 # What a Workstation folder holds: the lab's programs and the learner's handler.py.
@@ -143,17 +143,27 @@ class Lab:
     # ---- the site's side: registrations and deliveries -------------------------
 
     def register(self, name):
-        """Save and queue a guest through the site's code path; the registration ID."""
-        registration_id, queued = queueing.register_at(self.db_path, self.settings, name)
+        """Save and queue a guest through the site's code path; the registration ID.
+        reading.Tampered when an index handler.py added refuses the site's write."""
+        try:
+            registration_id, queued = queueing.register_at(self.db_path, self.settings, name)
+        except sqlite3.Error as error:
+            db = sqlite3.connect(self.db_path, timeout=30)
+            try:
+                refused = reading.refused_write(
+                    db, error, f"saving a new registration named {name!r}")
+            finally:
+                db.close()
+            raise refused or error
         if not queued:
             raise broker.BrokerUnavailable(f"RabbitMQ did not confirm the job of {registration_id}")
         return registration_id
 
     def deliver_again(self, registration_id):
         """A new delivery of an existing registration, as `desk.py retry` makes one."""
+        name = self._read(lambda db: registrations.get(db, registration_id).name)
         db = database.connect(self.db_path)
         try:
-            name = registrations.get(db, registration_id).name
             with queueing.publisher(self.settings) as channel:
                 queueing.queue_registration(db, channel, self.settings, registration_id, name)
         finally:
@@ -170,23 +180,32 @@ class Lab:
         return database.connect(self.db_path)
 
     def _read(self, read):
+        """read(db) on a checked copy of the lab's tables (reading.py): the same reads on every
+        route, which no index, view or trigger of the handler's can change."""
         if self.trial is not None:
-            # Only while none of the trial's processes runs, and only real files
-            # with the lab's own tables: what the sandbox left cannot fool the read.
+            # Only while none of the trial's processes runs, and only real files:
+            # what the sandbox left cannot fool the read.
             with self.trial.frozen():
                 self.trial.check_files()
-                return self._read_now(read, self.trial.check_schema)
+                return self._read_now(read)
         return self._read_now(read)
 
-    def _read_now(self, read, check=None):
-        db = sqlite3.connect(self.db_path, timeout=30)  # no schema work: only reading
+    def _read_now(self, read):
+        source = sqlite3.connect(self.db_path, timeout=30)  # no schema work: only copying
         try:
-            if check is not None:
-                db.execute("PRAGMA trusted_schema = OFF")
-                check(db)
-            return read(db)
+            copy = reading.lab_tables(source)
         finally:
-            db.close()
+            source.close()
+        try:
+            return read(copy)
+        finally:
+            copy.close()
+
+    def unique_keys(self, table):
+        """[(description, columns)] of the UNIQUE indexes handler.py left on a lab table:
+        ("UNIQUE index 'x' on tickets(name)", "name"); an expression's column is "?"."""
+        return self._read(lambda db: [(reading.describe_index(name, sql), key)
+                                      for name, sql, key in reading.unique_indexes(db, table)])
 
     def tickets(self, registration_id=None):
         """[registrations.Ticket] of one registration, or of all, in number order."""

@@ -28,8 +28,10 @@ fork and setsid included) and its broker connections closed, so nothing it
 started can act on its files or its queue while the grader looks. The
 grader reads a trial's files only while none of its processes runs, and
 only files that are what they should be (verification.py; Tampered
-otherwise). close() kills everything left, deletes the vhost and the user,
-and unmounts the tmpfs holding every file the sandbox could write.
+otherwise), the lab's tables in them as it reads them on every route
+(nightjar/harness/reading.py). close() kills everything left, deletes the
+vhost and the user, and unmounts the tmpfs holding every file the sandbox
+could write.
 
 The grader must call enter_private_mounts() first, while it has one thread
 (machine.py: what this machine must offer): the tmpfs is mounted in the

@@ -98,9 +98,6 @@ class Trial:
         """Raise Tampered unless the lab's database files are plain files."""
         verification.check_files(self.folder)
 
-    def check_schema(self, db):
-        verification.check_schema(db)
-
     def close(self):
         """Kill the trial's processes and take down its network; safe to call twice, from two threads."""
         with self._closing:

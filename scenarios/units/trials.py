@@ -6,6 +6,7 @@ the same the grader uses.
 
 from nightjar.harness.interruptions import ctrl_c_at
 from nightjar.harness.lab import Lab
+from nightjar.harness.reading import Tampered
 
 # How long a trial waits for the worker to pause at a checkpoint, and for an
 # interrupted delivery to be back (RabbitMQ takes milliseconds; the learner waits).
@@ -116,6 +117,8 @@ def try_handler(trial, handler, settings):
             trial(lab)
         except Missing as line:
             return [str(line)]
+        except Tampered as refused:  # a view, a trigger, changed columns of a lab table...
+            return [f"missing: {refused}"]
     return []
 
 
