@@ -59,11 +59,12 @@ def measure_typing(page, keys):
     from consolepage import clear_terminal, type_into_terminal
     prompt = clear_terminal(page)
     type_into_terminal(page, "# ")  # a comment: the keys typed next run nothing
-    page.wait_for_function("document.querySelector('#terminal .xterm-rows').textContent.includes('# ')")
+    # Predicates as functions: a page whose policy forbids eval (the console's) runs them still.
+    page.wait_for_function("() => document.querySelector('#terminal .xterm-rows').textContent.includes('# ')")
     page.evaluate(WATCH, "k")
     for n in range(keys):
         page.keyboard.press("k")
-        page.wait_for_function(f"window.latencies.length >= {n + 1}", timeout=10_000)
+        page.wait_for_function("count => window.latencies.length >= count", arg=n + 1, timeout=10_000)
     page.keyboard.press("Control+u")
     assert prompt
     return page.evaluate("window.latencies")
