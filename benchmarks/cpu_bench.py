@@ -10,6 +10,12 @@ its workers' (every process it started and waited for: the workers and the
 sandbox's helpers); the broker's (the grading node's beam process, its CPU
 time before and after the grading, from /proc); and their total. Then the
 medians. Budget: at most 2.0 CPU-seconds a grading, the checks at most 1.0 s.
+
+Sandboxed, it then times --starts worker runs in a trial that find no
+message (the interpreter or the fork, imports, handler.py, the connection,
+the queues' declare, exit): the CPU of each, forked by the submission's
+launcher and, for comparison, started as a fresh interpreter. Budget: a
+forked one at most 30 ms.
 """
 
 import argparse
@@ -29,6 +35,7 @@ from grader import one_handler  # noqa: E402
 from grader.options import parse_options  # noqa: E402
 from nightjar import sandbox  # noqa: E402
 from nightjar.harness import gradingnode  # noqa: E402
+from nightjar.harness.lab import Lab  # noqa: E402
 
 PASSING = ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"
 PARTS = ("checks", "grader", "workers", "broker", "total")
@@ -55,6 +62,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--handler", default=str(PASSING))
     parser.add_argument("--trusted", action="store_true", help="grade without the sandbox")
+    parser.add_argument("--starts", type=int, default=11)
     args = parser.parse_args()
     route = None
     if not args.trusted and sandbox.unavailable_reason() is None:
@@ -88,9 +96,36 @@ def main():
                   + f"  ({passed}/{len(results)} checks passed)")
         print("median: " + "  ".join(
             f"{part} {statistics.median(r[part] for r in rows):5.2f} s" for part in PARTS))
+        if route:
+            url, management_url = gradingnode.find(var)
+            for how in ("forked", "fresh"):
+                cpu = worker_starts(url, management_url, args.handler, args.starts, how == "fresh")
+                print(f"a worker run finding no message, {how}: median {statistics.median(cpu):5.1f} ms"
+                      f" of CPU ({min(cpu):.1f}-{max(cpu):.1f} ms, {len(cpu)} runs)")
     finally:
         gradingnode.stop(var)
         shutil.rmtree(var, ignore_errors=True)
+
+
+def worker_starts(url, management_url, handler, count, fresh):
+    """CPU-milliseconds of each of `count` worker runs in one trial that find no message."""
+    box = sandbox.Sandbox(url, management_url).start()
+    cpu = []
+    try:
+        workstation = box.workstation(handler)
+        with Lab(box.tenant_admin_url, workstation=workstation, trial=box.trial()) as lab:
+            if fresh:
+                lab.trial.launch = lambda *args: None  # what happens when the launcher fails
+            for _ in range(count + 1):
+                before = own_cpu(resource.RUSAGE_CHILDREN)
+                worker = lab.start("worker.py")
+                worker.finish()
+                if worker.lines != ["No ready registrations"]:
+                    sys.exit(f"the worker printed {worker.lines}, {worker.stderr!r}")
+                cpu.append((own_cpu(resource.RUSAGE_CHILDREN) - before) * 1000)
+    finally:
+        box.close()
+    return cpu[1:]  # the first waits for the launcher, and warms the node's vhost
 
 
 if __name__ == "__main__":

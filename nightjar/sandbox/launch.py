@@ -17,6 +17,7 @@ starts as a fresh interpreter (nightjar/sandbox/trial.py).
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -59,10 +60,15 @@ class Forked:
     def wait(self, timeout=None):
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
-            left = 0.01 if deadline is None else min(0.01, deadline - time.monotonic())
+            left = 0.25 if deadline is None else min(0.25, deadline - time.monotonic())
             if left <= 0:
                 raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
-            time.sleep(left)
+            with self._lock:
+                pidfd = self._pidfd if self.returncode is None else None
+            try:
+                select.select([pidfd] if pidfd is not None else [], [], [], left)  # readable once ended
+            except (OSError, ValueError):
+                pass  # closed meanwhile: it has ended
         return self.returncode
 
     def send_signal(self, sig):
