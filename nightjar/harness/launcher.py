@@ -32,6 +32,7 @@ child starts from the same clean state.
 
 import array
 import ctypes
+import gc
 import json
 import os
 import resource
@@ -80,6 +81,9 @@ def main():
     # One buffer for every request, wiped after each fork: no later child finds an earlier
     # run's command line or environment in the memory it starts from.
     buffer = bytearray(REQUEST_LIMIT)
+    # What is imported stays out of the collector's sight: a child's collections would
+    # otherwise touch (and so copy) every page of it.
+    gc.freeze()
     while True:
         size, fds = receive(control, buffer)
         if not size or len(fds) != 6:
