@@ -44,6 +44,20 @@ def test_grader_bench_grades_the_unit3_solution_on_a_private_node():
                             r"  \(6/6 checks passed\)", line), line
 
 
+def test_cpu_bench_splits_a_gradings_cpu_and_times_forked_and_fresh_worker_starts():
+    if sandbox.unavailable_reason() is not None:
+        pytest.skip(f"the sandbox cannot run here: {sandbox.unavailable_reason()}")
+    lines = bench("cpu_bench.py", "--runs", "1", "--starts", "2")
+    assert lines[0] == "route: sandboxed; a warm-up grading first", lines
+    figures = (r"checks +\d+\.\d\d s  grader +\d+\.\d\d s  workers +\d+\.\d\d s"
+               r"  broker +\d+\.\d\d s  total +\d+\.\d\d s")
+    assert re.fullmatch(rf"run 1: {figures}  \(6/6 checks passed\)", lines[1]), lines
+    assert re.fullmatch(rf"median: {figures}", lines[2]), lines
+    for line, how in zip(lines[3:], ("forked", "fresh"), strict=True):
+        assert re.fullmatch(rf"a worker run finding no message, {how}: median +\d+\.\d ms of CPU"
+                            r" \(\d+\.\d-\d+\.\d ms, 2 runs\)", line), line
+
+
 def test_sandbox_bench_times_each_set_up_step():
     if sandbox.unavailable_reason() is not None:
         pytest.skip(f"the sandbox cannot run here: {sandbox.unavailable_reason()}")

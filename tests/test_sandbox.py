@@ -158,6 +158,17 @@ def test_forged_events_do_not_pass_a_handler_that_never_acks(graded):
                 " ch.basic_ack(delivery.delivery_tag), after the `with db:` block."}
 
 
+def test_a_worker_finds_nothing_the_process_it_came_from_left(graded):
+    """Forked from its trial's launcher, a worker holds no descriptor but its own (no pipe, Unix
+    socket or namespace of the launcher's or the grader's), sees no other process, and finds
+    neither the grader's environment nor an earlier run's events file in its memory."""
+    checks = graded["by_name"]["looks_for_what_its_launcher_left"]["checks"]
+    found = [check["reason"] for check in checks if "RuntimeError" in check["reason"]]
+    assert found, checks  # (on a very busy machine a run may be stopped before it looked)
+    for reason in found:
+        assert "fds none; procs none; earlier 0/0; grader 0; unix 0" in reason, reason
+
+
 def test_a_trigger_that_hides_duplicates_fails_every_check(graded):
     checks = graded["by_name"]["hides_duplicates_with_a_trigger"]["checks"]
     assert [check["passed"] for check in checks] == [False] * 6

@@ -345,10 +345,14 @@ class Lab:
             started = processes.start(self.workstation, env, command, *args,
                                       events_path=events_path, stderr_limit=stderr_limit)
         else:
+            # A worker comes from the submission's launcher: the same run, its imports made once.
+            run = [*command[len(python):], *args]
+            forked = ((lambda: self.trial.launch(run, env, workstation))
+                      if program == "worker.py" else None)
             command, fds = self.trial.command(command, workdir=workstation)
             started = processes.start(None, env, command, *args, events_path=events_path,
                                       stderr_limit=stderr_limit, pass_fds=fds,
-                                      on_end=self.trial.after_run)
+                                      on_end=self.trial.after_run, forked=forked)
         self._started.append(started)
         return started
 

@@ -96,23 +96,26 @@ def run(workdir, env, program, *args, input="", timeout=30):
 
 
 def start(workdir, env, program, *args, events_path=None, stderr_limit=None, pass_fds=(),
-          on_end=None):
+          on_end=None, forked=None):
     """Start worker.py or desk.py with pipes, to wait for its lines and interrupt it.
 
     `program` may also be a full command (a list), e.g. the effects watcher's
     or a sandbox's. events_path: the events file the program writes
     (NIGHTJAR_EVENTS), read at the end. stderr_limit: keep only that many
     characters of the end of stderr. on_end(running) runs once it has ended
-    (a sandbox then clears up after it).
+    (a sandbox then clears up after it). forked(): the same run as a process a
+    sandbox's launcher made (nightjar/sandbox/launch.py), or None to start it afresh.
     """
     if Running.stopping:
         raise Stopping("the grader is stopping: no program starts any more")
     command = list(program) if isinstance(program, (list, tuple)) else [sys.executable, program]
     # A session of its own: what handler.py starts can be stopped with its worker.
-    process = subprocess.Popen(
-        [*command, *args], cwd=workdir, env=env, text=True, start_new_session=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds,
-        errors="replace")
+    process = forked() if forked is not None else None
+    if process is None:
+        process = subprocess.Popen(
+            [*command, *args], cwd=workdir, env=env, text=True, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=pass_fds, errors="replace")
     running = Running(process, events_path, stderr_limit, on_end)
     if Running.stopping:  # stop_starting() came while it started: kill_all() may have missed it
         running.kill()

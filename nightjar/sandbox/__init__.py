@@ -23,6 +23,11 @@ handler.py and whatever it starts) is:
   grading broker, where it logs in as a user allowed on the submission's
   own vhost and nowhere else (rabbitadmin.py).
 
+A worker run is a child forked by the submission's launcher (launch.py:
+pika and the lab's runtime imported once), confined as the trial's command
+line would confine a fresh one and checked by the grader before it runs
+anything of the submission's; a fresh interpreter when the launcher fails.
+
 After each worker run the trial's whole control group is killed (a double
 fork and setsid included) and its broker connections closed, so nothing it
 started can act on its files or its queue while the grader looks. The

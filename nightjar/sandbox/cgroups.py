@@ -98,6 +98,11 @@ class Group:
         files = [folder / "cgroup.procs" for folder in self.folders.values()]
         return " && ".join(f"echo $$ > '{path}'" for path in files)
 
+    def add(self, pid):
+        """Move a process into this group (what it starts from then on is in it too)."""
+        for folder in self.folders.values():
+            _write(folder / "cgroup.procs", pid)
+
     def pids(self):
         """Every process in this group and the groups below it."""
         found = set()

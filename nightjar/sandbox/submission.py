@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import cgroups, rabbitadmin, relay, uids
+from . import cgroups, launch, rabbitadmin, relay, uids
 from .machine import Unavailable, in_private_mounts, unavailable_reason
 from .rabbitadmin import with_vhost
 from .root import MS_NODEV, MS_NOSUID, mount
@@ -103,6 +103,7 @@ class Sandbox:
         self._block = None
         self._trials = {}
         self._lock = threading.Lock()
+        self._launcher = None  # made for the first worker run (launch.py)
         self.uid_base = None
 
     # ---- set up and take down --------------------------------------------------------------
@@ -167,6 +168,8 @@ class Sandbox:
     def close(self):
         for trial in list(self._trials.values()):
             trial.close()
+        if self._launcher is not None:
+            self._launcher.close()
         if self.relay is not None:
             self.relay.stop()
         if self.group is not None:
@@ -224,6 +227,13 @@ class Sandbox:
             index = next(i for i in range(1, uids.BLOCK) if i not in self._trials)
             trial = self._trials[index] = Trial(self, index)
         return trial
+
+    def launcher(self):
+        """The launcher its trials' workers are forked from (launch.py), made when first asked."""
+        with self._lock:
+            if self._launcher is None:
+                self._launcher = launch.Launcher(self)
+            return self._launcher
 
     def _release(self, index):
         with self._lock:

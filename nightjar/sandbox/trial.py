@@ -10,6 +10,8 @@ from pathlib import Path
 from . import relay, verification
 
 LIBRARY = "/opt/nightjar/lib"  # the lab's packages, as the sandbox sees them
+PRLIMIT = {"RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize", "RLIMIT_CORE": "core", "RLIMIT_NPROC": "nproc",
+           "RLIMIT_NOFILE": "nofile"}  # prlimit's option for each
 
 
 class Trial:
@@ -48,20 +50,26 @@ class Trial:
 
     def command(self, argv, workdir):
         """(command, fds to pass): argv run in the trial, in `workdir` (a path inside)."""
-        limits = self.sandbox.limits
         net, ipc = self.namespaces.net_fd, self.namespaces.ipc_fd
         return ([
             "sh", "-c", f'{self.group.join_command()} && exec "$@"', "sandbox",
             "nsenter", f"--target={self.sandbox._holder.pid}", "--mount", "--uts", "--root",
             f"--wdns={workdir}", f"--net=/proc/self/fd/{net}", f"--ipc=/proc/self/fd/{ipc}", "--",
-            "prlimit", f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
-            # RLIMIT_NPROC only backs the control group up: the group's own limit is
-            # met first, and counted (limit_counters).
-            f"--fsize={limits.file_size}", "--core=0", f"--nproc={2 * limits.processes}",
-            f"--nofile={limits.open_files}", "--",
+            "prlimit", *(f"--{PRLIMIT[name]}={soft}:{hard}"
+                         for name, (soft, hard) in self.rlimits().items()), "--",
             "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
             "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
             *argv], (net, ipc))
+
+    def rlimits(self):
+        """{resource name: [soft, hard]}: the limits of each process of the trial."""
+        limits = self.sandbox.limits
+        return {"RLIMIT_CPU": [limits.cpu_seconds, limits.cpu_seconds + 1],
+                "RLIMIT_FSIZE": [limits.file_size] * 2, "RLIMIT_CORE": [0, 0],
+                # RLIMIT_NPROC only backs the control group up: the group's own limit is
+                # met first, and counted (limit_counters).
+                "RLIMIT_NPROC": [2 * limits.processes] * 2,
+                "RLIMIT_NOFILE": [limits.open_files] * 2}
 
     def python(self):
         """The interpreter's command: this Python itself, without its site-packages (-S).
@@ -70,6 +78,14 @@ class Trial:
         own package (PYTHONPATH), and nothing a machine installed besides.
         """
         return [str(Path(sys.executable).resolve()), "-S"]
+
+    def launch(self, argv, env, workdir):
+        """A worker run of `python -S ARGV` from the submission's launcher (launch.Forked), or
+        None: start it as a fresh interpreter then."""
+        with self._closing:
+            if self._closed:
+                return None
+        return self.sandbox.launcher().start(self, argv, env, workdir)
 
     def after_run(self, running):
         """A worker run ended: kill what it left, close its connections, note the limits it hit.
