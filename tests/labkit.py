@@ -47,13 +47,12 @@ def ticket_rows(tickets):
     return [(ticket.number, ticket.registration_id, ticket.name) for ticket in tickets]
 
 
-def processes_mentioning(*texts):
-    """PIDs of live (non-zombie) processes whose command line contains every text."""
+def _live_processes(read):
+    """PIDs of live (non-zombie) processes for which read(/proc/PID) is true."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            cmdline = (entry / "cmdline").read_bytes()
-            if not all(text.encode() in cmdline for text in texts):
+            if not read(entry):
                 continue
             if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 continue
@@ -61,6 +60,22 @@ def processes_mentioning(*texts):
             continue
         found.append(int(entry.name))
     return found
+
+
+def processes_mentioning(*texts):
+    """PIDs of live (non-zombie) processes whose command line contains every text."""
+    def mentions(entry):
+        cmdline = (entry / "cmdline").read_bytes()
+        return all(text.encode() in cmdline for text in texts)
+    return _live_processes(mentions)
+
+
+def processes_in_control_groups(*texts):
+    """PIDs of live (non-zombie) processes whose control groups (/proc/PID/cgroup) contain every text."""
+    def within(entry):
+        groups = (entry / "cgroup").read_text()
+        return all(text in groups for text in texts)
+    return _live_processes(within)
 
 
 def on_a_terminal(write, columns=80, rows=30):

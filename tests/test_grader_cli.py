@@ -12,7 +12,8 @@ import time
 import pytest
 
 from graderkit import WRONG, grade
-from labkit import HANDLERS, ROOT, on_a_terminal, processes_mentioning as _processes_mentioning
+from labkit import (HANDLERS, ROOT, on_a_terminal, processes_in_control_groups,
+                    processes_mentioning as _processes_mentioning)
 from sitekit import free_port
 from nightjar.config import redact_url
 from nightjar.harness.rabbitnode import PrivateNode
@@ -40,9 +41,18 @@ def test_end_to_end_with_its_own_broker(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def sandboxed_by(grader, *within):
+    """Every process in the grader's sandbox (its control groups' names start with its PID):
+    the root's holder, the launcher, the workers, whatever they started."""
+    return processes_in_control_groups(f"/nightjar-sandbox/{grader.pid}-", *within)
+
+
 def workers_of(grader):
-    """The grader's worker processes (the effects watcher names its grader's PID)."""
-    return _processes_mentioning("nightjar.harness.effects", f"--parent\0{grader.pid}\0")
+    """The grader's worker processes: those in its sandbox's trials (a worker the launcher
+    forked shows the launcher's command line) or, not sandboxed, those whose effects watcher
+    names the grader's PID."""
+    return sorted({*sandboxed_by(grader, "/trial-"),
+                   *_processes_mentioning("nightjar.harness.effects", f"--parent\0{grader.pid}\0")})
 
 
 def grading_an_endless_loop(tmp_path, **output):
@@ -75,6 +85,7 @@ def test_ctrl_c_stops_the_private_broker_and_the_workers(tmp_path):
     assert "Grading interrupted" in err
     time.sleep(0.2)
     assert _processes_mentioning(str(tmp_path)) == [] and workers_of(grader) == []
+    assert sandboxed_by(grader) == []
     assert list(tmp_path.iterdir()) == []
 
 
@@ -83,8 +94,9 @@ def test_a_killed_grader_leaves_no_broker_workers_or_files(tmp_path):
     grader.kill()  # SIGKILL: no finally block runs in the grader
     grader.wait()
     deadline = time.monotonic() + 10
-    while _processes_mentioning(str(tmp_path)) or workers_of(grader) or list(tmp_path.iterdir()):
-        assert time.monotonic() < deadline, (_processes_mentioning(str(tmp_path)),
+    while (_processes_mentioning(str(tmp_path)) or sandboxed_by(grader) or workers_of(grader)
+           or list(tmp_path.iterdir())):
+        assert time.monotonic() < deadline, (_processes_mentioning(str(tmp_path)), sandboxed_by(grader),
                                              workers_of(grader), list(tmp_path.iterdir()))
         time.sleep(0.1)
 
