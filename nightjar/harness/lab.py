@@ -115,6 +115,7 @@ class Lab:
         self._connection = None
         self._connected_to = None
         self._declared = False
+        self._channel = None  # _use_channel's kept channel
         self._runs = 0
         self._started = []
         self.story = []  # the grader's record of each watched worker run (grader/story.py)
@@ -231,8 +232,10 @@ class Lab:
 
     # ---- the queues ----------------------------------------------------------------
 
-    def _use_channel(self, use):
-        """use(channel) on the lab's own connection (opened again once if it was lost)."""
+    def _use_channel(self, use, throwaway=False):
+        """use(channel) on the lab's own connection (opened again once if it was lost), on its
+        kept channel, or, throwaway, on a channel of its own closed afterwards (what use() took
+        without acknowledging goes back to the queue)."""
         for attempt in (1, 2):
             if (self._connection is None or not self._connection.is_open
                     or self._connected_to != self.amqp_url):
@@ -241,14 +244,19 @@ class Lab:
                 self._connected_to = self.amqp_url
                 self._declared = False
             try:
-                channel = self._connection.channel()
+                if throwaway:
+                    channel = self._connection.channel()
+                else:  # kept: opening and closing a channel for each poll cost more than the poll
+                    if self._channel is None or not self._channel.is_open:
+                        self._channel = self._connection.channel()
+                    channel = self._channel
                 try:
                     if not self._declared:
                         broker.declare_queues(channel, self.settings)
                         self._declared = True
                     return use(channel)
                 finally:
-                    if channel.is_open:
+                    if throwaway and channel.is_open:
                         channel.close()
             except (pika.exceptions.AMQPConnectionError, pika.exceptions.StreamLostError,
                     pika.exceptions.ConnectionWrongStateError):
@@ -288,7 +296,7 @@ class Lab:
                     except (ValueError, TypeError, KeyError):
                         found.append("(not a registration)")
                 return found
-            return self._use_channel(peek)
+            return self._use_channel(peek, throwaway=True)
         return ids(self.queue), ids(self.settings.dead_letter_queue)
 
     def depth(self):
