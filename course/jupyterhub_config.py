@@ -22,8 +22,10 @@ Settings (environment, set by course/compose.yaml):
   NIGHTJAR_COURSE_ADMIN        the instructor's hub user (an admin)
   NIGHTJAR_COURSE_AUTHENTICATOR  native (default) or dummy (the tests only)
   NIGHTJAR_COURSE_SOLUTIONS    off: the labs offer no solution (a graded course)
+  NIGHTJAR_COURSE_SUBNETS      the addresses of the labs' networks (one Docker engine), 16 a lab
 """
 
+import ipaddress
 import os
 import sys
 
@@ -162,6 +164,13 @@ def network_of(learner):
     return f"{PROJECT}-{learner.slug}"
 
 
+# A lab's bridge network takes 16 addresses of these, not a pool of the engine's own: Docker's
+# default pools hold about 30 networks, and the 31st lab would not start. (A swarm's overlay
+# networks come from the swarm's own pool, 10.0.0.0/8 in /24s.)
+SUBNETS = ipaddress.ip_network(env.get("NIGHTJAR_COURSE_SUBNETS", "10.77.0.0/16"))
+LAB_SUBNET_PREFIX = 28
+
+
 def join_learner_network(learner):
     """The learner's own network, with the hub and the broker on it and no other lab."""
     client = docker.from_env()
@@ -169,11 +178,33 @@ def join_learner_network(learner):
     try:
         network = client.networks.get(name)
     except docker.errors.NotFound:
-        # Under swarm, an overlay network the hub's and the broker's containers can join.
-        network = client.networks.create(name, driver="overlay" if SWARM else "bridge",
-                                         attachable=SWARM, labels={"nightjar.course": PROJECT})
+        network = new_learner_network(client, name)
     join(network)
     return name
+
+
+def new_learner_network(client, name):
+    labels = {"nightjar.course": PROJECT}
+    if SWARM:  # an overlay network the hub's and the broker's containers can join
+        return client.networks.create(name, driver="overlay", attachable=True, labels=labels)
+    for attempt in (1, 2):  # another client may take the same free addresses meanwhile
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=free_subnet(client))])
+        try:
+            return client.networks.create(name, driver="bridge", ipam=ipam, labels=labels)
+        except docker.errors.APIError as error:
+            if attempt == 2 or "overlap" not in str(error):
+                raise
+
+
+def free_subnet(client):
+    """The first /28 of SUBNETS that no network of this engine overlaps."""
+    taken = [ipaddress.ip_network(config["Subnet"]) for network in client.api.networks()
+             for config in (network.get("IPAM") or {}).get("Config") or [] if "Subnet" in config]
+    taken = [subnet for subnet in taken if subnet.version == SUBNETS.version]
+    for subnet in SUBNETS.subnets(new_prefix=LAB_SUBNET_PREFIX):
+        if not any(subnet.overlaps(other) for other in taken):
+            return str(subnet)
+    raise RuntimeError(f"no addresses left in NIGHTJAR_COURSE_SUBNETS ({SUBNETS}) for another lab's network")
 
 
 def join(network):

@@ -4,6 +4,8 @@ learner, each learner's lab one container of the learner image, the course's gra
 real Chromium. The tests share one course and run in order: a lab's story goes on from one to
 the next (its files, its tabs), as a learner's would."""
 
+import ipaddress
+import json
 import re
 import sys
 import time
@@ -132,6 +134,18 @@ print("hub files" if os.path.exists("/srv/jupyterhub") else "no hub files")
         f"unreachable {course.project}-farm-broker-1", "unreachable farm-broker",
         f"reached {course.project}-hub",  # the hub's API, which every single-user server needs
         "no docker socket", "no hub files"], reached.stdout + reached.stderr
+
+
+def test_each_lab_has_a_network_of_16_addresses_of_the_courses_range(course, learners):
+    """Not a pool of the engine's own, of which Docker has about 30."""
+    subnets = []
+    for name in learners:
+        network = f"{course.project}-{course.names(name).slug}"
+        inspected = json.loads(course.docker("network", "inspect", network).stdout)
+        subnets += [ipaddress.ip_network(config["Subnet"]) for config in inspected[0]["IPAM"]["Config"]]
+    assert len(set(subnets)) == len(learners) == 3
+    assert all(subnet.prefixlen == 28 and subnet.subnet_of(ipaddress.ip_network("10.77.0.0/16"))
+               for subnet in subnets), subnets
 
 
 def test_a_lab_stopped_and_started_again_keeps_handler_py_and_the_live_database(course, learners, pages):
