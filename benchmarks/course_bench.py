@@ -11,7 +11,8 @@ by the instructor, as in a course. Figures:
 - login to a terminal ready: a learner's browser (Chromium) logs in at the hub's form,
   opens their lab (the hub starts it) and waits until the console's terminal is
   connected; one learner alone 5 times (p50, p95), then --arrivals learners arriving in
-  the same minute (each at a random second of it, each in a browser of their own);
+  the same minute (each at a random second of it, each in a browser context of their own
+  of one Chromium);
 - memory of a lab at rest (docker stats, MiB), the median and the largest over the labs;
 - with --learners labs each with a terminal open (a websocket to its console) and
   --workers of them running `desk.py register` and `worker.py` in a loop: keystroke to
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -34,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from playwright.async_api import async_playwright, expect as async_expect  # noqa: E402
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
 from tornado.websocket import websocket_connect  # noqa: E402
@@ -57,6 +60,38 @@ def login_to_terminal(browser, course, session):
     expect(page.locator("#terminal-status")).to_contain_text("Connected to the Workstation", timeout=60_000)
     took = time.monotonic() - started
     return took, page
+
+
+async def arrivals(course, sessions, offsets):
+    """Seconds from login to terminal of each learner, arriving `offset` seconds from now, each in
+    a context of their own (cookies, pages) of one Chromium: one machine drives them all."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        start = time.monotonic()
+
+        async def arrive(session, offset):
+            await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
+            context = await browser.new_context()
+            began = time.monotonic()
+            page = await context.new_page()
+            await page.goto(f"{course.url}/hub/login")
+            await page.get_by_label("Username").fill(session.name)
+            await page.get_by_label("Password").fill(session.password)
+            await page.get_by_role("button", name="Sign in").click()
+            await async_expect(page).not_to_have_url(re.compile(r"/hub/login"))
+            await page.goto(course.lab_url(session.name))
+            await async_expect(page.get_by_role("heading", level=1)).to_have_text(
+                "Nightjar lab console", timeout=120_000)
+            await async_expect(page.locator("#terminal-status")).to_contain_text(
+                "Connected to the Workstation", timeout=60_000)
+            took = time.monotonic() - began
+            await context.close()
+            return took
+
+        try:
+            return await asyncio.gather(*(arrive(s, o) for s, o in zip(sessions, offsets)))
+        finally:
+            await browser.close()
 
 
 class Terminals:
@@ -131,22 +166,11 @@ def measure(course, browser, options, grades):
                                            "p95": round(percentile(alone, 0.95), 2)}
     print(f"login to terminal, one learner: {figures['login_to_terminal_alone_s']}", flush=True)
 
-    # --arrivals learners in the same minute, each in a browser of their own.
+    # --arrivals learners in the same minute, each in a browser context of their own.
     arriving = learners[1:options.arrivals + 1] if options.arrivals < len(learners) else learners[:options.arrivals]
     offsets = sorted(random.uniform(0, 60) for _ in arriving)
-    results = []
-
-    def arrive(session, offset, start):
-        time.sleep(max(0, start + offset - time.monotonic()))
-        with sync_playwright() as playwright:
-            own = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            took, _ = login_to_terminal(own, course, session)
-            own.close()
-        return took
-
-    start = time.monotonic()
-    with ThreadPoolExecutor(len(arriving)) as pool:
-        results = list(pool.map(arrive, arriving, offsets, [start] * len(arriving)))
+    with ThreadPoolExecutor(1) as thread:  # the async API, away from this thread's sync one
+        results = thread.submit(asyncio.run, arrivals(course, arriving, offsets)).result()
     figures["login_to_terminal_arrivals_s"] = {"learners": len(arriving),
                                               "p50": round(statistics.median(results), 2),
                                               "p95": round(percentile(results, 0.95), 2)}
