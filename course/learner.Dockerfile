@@ -33,6 +33,8 @@ COPY nightjar-site/nightjar_site/ nightjar-site/nightjar_site/
 COPY lab-console/nightjar_console/ lab-console/nightjar_console/
 COPY course/learner.py course/
 COPY ticket-desk/handler.py ticket-desk/worker.py ticket-desk/desk.py ticket-desk/common.py ticket-desk/
+# Compiled once here, not by every start: PYTHONDONTWRITEBYTECODE keeps Python from saving it.
+RUN python3 -m compileall -q /app
 ENV PYTHONPATH=/app:/app/lab-console:/app/nightjar-site \
     NIGHTJAR_DB=/home/labex/project/.lab/nightjar.db \
     NIGHTJAR_WORKSTATION=/home/labex/project/ticket-desk \
@@ -48,4 +50,4 @@ COPY --chown=labex:labex ticket-desk/handler.py ticket-desk/worker.py ticket-des
 
 USER 1000:1000
 EXPOSE 8888
-CMD ["python3", "/app/course/learner.py"]
+CMD ["python3", "-S", "/app/course/learner.py"]
