@@ -25,9 +25,11 @@ Settings (environment, set by course/compose.yaml):
   NIGHTJAR_COURSE_SUBNETS      the addresses of the labs' networks (one Docker engine), 16 a lab
 """
 
+import asyncio
 import ipaddress
 import os
 import sys
+import threading
 
 import docker
 from docker.types import Mount, RestartPolicy
@@ -171,14 +173,18 @@ SUBNETS = ipaddress.ip_network(env.get("NIGHTJAR_COURSE_SUBNETS", "10.77.0.0/16"
 LAB_SUBNET_PREFIX = 28
 
 
+NEW_NETWORKS = threading.Lock()  # labs starting at once must not pick the same free addresses
+
+
 def join_learner_network(learner):
     """The learner's own network, with the hub and the broker on it and no other lab."""
     client = docker.from_env()
     name = network_of(learner)
-    try:
-        network = client.networks.get(name)
-    except docker.errors.NotFound:
-        network = new_learner_network(client, name)
+    with NEW_NETWORKS:
+        try:
+            network = client.networks.get(name)
+        except docker.errors.NotFound:
+            network = new_learner_network(client, name)
     join(network)
     return name
 
@@ -187,7 +193,7 @@ def new_learner_network(client, name):
     labels = {"nightjar.course": PROJECT}
     if SWARM:  # an overlay network the hub's and the broker's containers can join
         return client.networks.create(name, driver="overlay", attachable=True, labels=labels)
-    for attempt in (1, 2):  # another client may take the same free addresses meanwhile
+    for attempt in (1, 2):  # another hub on this engine may take the same addresses meanwhile
         ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=free_subnet(client))])
         try:
             return client.networks.create(name, driver="bridge", ipam=ipam, labels=labels)
@@ -225,12 +231,14 @@ def rejoin_learner_networks():
 rejoin_learner_networks()
 
 
-def before_start(spawner):
-    """The learner's vhost, user and network; the lab's names and its environment."""
+async def before_start(spawner):
+    """The learner's vhost, user and network; the lab's names and its environment. The broker's
+    and Docker's APIs are called from a thread: meanwhile the hub's one event loop serves the
+    other learners (20 arriving in a minute waited for each other's labs)."""
     learner = learners.names(spawner.user.name, PROJECT)
     admin, secret, _, _ = learners.from_environment()
-    access = learners.provision(admin, learner, secret, host=BROKER, port=5672)
-    spawner.network_name = join_learner_network(learner)
+    access = await asyncio.to_thread(learners.provision, admin, learner, secret, host=BROKER, port=5672)
+    spawner.network_name = await asyncio.to_thread(join_learner_network, learner)
     spawner.object_name = learner.container
     spawner.volumes = {learner.volume: WORK}
     spawner.environment.update({
@@ -248,7 +256,7 @@ def before_start(spawner):
 c.JupyterHub.spawner_class = CourseSpawner
 c.Spawner.pre_spawn_hook = before_start
 c.DockerSpawner.image = env.get("NIGHTJAR_LEARNER_IMAGE", "nightjar-course/learner")
-c.DockerSpawner.cmd = ["python3", "/app/course/learner.py"]
+c.DockerSpawner.cmd = ["python3", "-S", "/app/course/learner.py"]  # -S: the standard library only, a few MiB less
 c.DockerSpawner.port = 8888
 c.DockerSpawner.use_internal_ip = True
 if not SWARM:  # (a service's containers always go with it)

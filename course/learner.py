@@ -13,8 +13,8 @@ a fresh one, on the same volume, at the learner's next visit.
 
 import os
 import signal
-import subprocess
 import sys
+import time
 from urllib.parse import unquote_to_bytes
 
 PYTHON = sys.executable
@@ -39,35 +39,37 @@ def wsgi_path(url_path):
 def main():
     commands, extra = programs(os.environ)
     environment = {**os.environ, **extra}
-    started = {name: subprocess.Popen(command, env=environment) for name, command in commands.items()}
-
+    # os.posix_spawn, not subprocess: this process stays at the interpreter's own few MiB.
+    started = {os.posix_spawn(command[0], command, environment): name
+               for name, command in commands.items()}
     stopping = []
 
     def stop(signum, frame):
         stopping.append(signum)
-        for process in started.values():
-            if process.poll() is None:
-                process.terminate()
+        for pid in started:
+            os.kill(pid, signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     ended_name, status = None, 0
     while ended_name is None:
         pid, wait_status = os.wait()
-        for name, process in started.items():
-            if process.pid == pid:
-                ended_name, status = name, os.waitstatus_to_exitcode(wait_status)
-                process.returncode = status
+        if pid in started:
+            ended_name, status = started.pop(pid), os.waitstatus_to_exitcode(wait_status)
     if stopping:
         status = 0  # the hub stopped the lab
     else:
         print(f"{ended_name} ended (status {status}); stopping the lab.", flush=True)
         stop(None, None)
-    for process in started.values():
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    deadline = time.monotonic() + 10
+    while started and time.monotonic() < deadline:
+        pid, _ = os.waitpid(-1, os.WNOHANG)
+        if pid:
+            started.pop(pid, None)
+        else:
+            time.sleep(0.1)
+    for pid in started:
+        os.kill(pid, signal.SIGKILL)
     return 0 if stopping and stopping[0] is not None else (status if status > 0 else 1)
 
 
