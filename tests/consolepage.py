@@ -45,8 +45,16 @@ def type_into_terminal(page, keys):
 
 def clear_terminal(page):
     """An empty screen with the shell's prompt alone: the prompt, as the screen shows it."""
-    type_into_terminal(page, "clear\n")
-    return wait_for_screen(page, lambda lines: len(lines) == 1 and lines[0].endswith(("$", "#")))[0]
+    def prompt_alone(lines):
+        return len(lines) == 1 and lines[0].endswith(("$", "#"))
+
+    lines = screen(page)
+    # A new terminal shows its prompt alone already. Typing clear there, the wait would be over
+    # before the shell ran it, and the screen would go blank under the next command's wait.
+    if not prompt_alone(lines):
+        type_into_terminal(page, "clear\n")
+        lines = wait_for_screen(page, prompt_alone)
+    return lines[0]
 
 
 def run_command(page, prompt, command, timeout=60):
