@@ -110,6 +110,9 @@ c.Authenticator.allow_all = True  # whoever the authenticator lets in (NativeAut
 # ---- the labs -----------------------------------------------------------------------------
 SWARM = env.get("NIGHTJAR_COURSE_SPAWNER") == "swarm"
 PIDS = int(env.get("NIGHTJAR_COURSE_PIDS", "256"))
+# A lab ends 0.2 s after its SIGTERM; the swarm would kill it after 10 s.
+TASK_END_SECONDS = 30
+TASK_ENDED = {"complete", "shutdown", "failed", "rejected", "orphaned", "remove"}
 
 
 class SwarmLab(SwarmSpawner):
@@ -139,6 +142,26 @@ class SwarmLab(SwarmSpawner):
             if attachment["Network"]["Spec"]["Name"] == self.network_name:
                 return attachment["Addresses"][0].split("/")[0], self.port
         raise RuntimeError(f"{self.service_name}'s task is not on the network {self.network_name}")
+
+    async def remove_object(self):
+        # Removing a service only asks its task to stop, and its container goes on for a while on
+        # the learner's volume. The lab is stopped once that container has ended, so that a lab
+        # started again never runs beside the one stopping.
+        task = await self.get_task()
+        await super().remove_object()
+        deadline = asyncio.get_running_loop().time() + TASK_END_SECONDS
+        while task and await self.task_may_run(task["ID"]):
+            if asyncio.get_running_loop().time() > deadline:
+                self.log.warning("%s's task %s has not ended in %d s", self.service_name, task["ID"],
+                                 TASK_END_SECONDS)
+                return
+            await asyncio.sleep(0.25)
+
+    async def task_may_run(self, task_id):
+        """Whether the task is still listed (the swarm drops a removed service's task a few
+        seconds after its container ended) in a state where its container may run."""
+        return any(task["Status"]["State"] not in TASK_ENDED
+                   for task in await self.docker("tasks", filters={"id": task_id}))
 
 
 Base = SwarmLab if SWARM else DockerSpawner

@@ -64,12 +64,17 @@ def course(swarm, tmp_path_factory):
         assert docker("volume", "ls", "-q", "--filter", f"name={course.project}") == ""
 
 
+def running_containers(course, name):
+    """The running containers of the learner's service's tasks."""
+    service = course.names(name).container
+    return docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={service}").split()
+
+
 def task_container(course, name):
     """The container of the learner's service's one task."""
-    service = course.names(name).container
-    found = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={service}")
-    assert len(found.split()) == 1, found
-    return found.strip()
+    found = running_containers(course, name)
+    assert len(found) == 1, found
+    return found[0]
 
 
 def terminal_answers(course, browser, learner):
@@ -113,9 +118,14 @@ def test_a_learners_lab_is_a_swarm_service_with_its_limits_and_files(course, bro
     edited = run(["docker", "exec", "--user", "1000", task_container(course, ADA), "bash", "-c",
                   "echo '# mine' >> handler.py"], None)
     assert edited.returncode == 0, edited.stderr
+    stopping = time.monotonic()
     course.stop_lab(ADA)
+    stopped = time.monotonic() - stopping
     assert docker("service", "ls", "-q", "--filter", f"name={course.names(ADA).container}") == ""
+    # ... and its container has ended: a lab started again never runs beside it on the volume.
+    assert running_containers(course, ADA) == []
     again = terminal_answers(course, browser, ada)
     kept = run(["docker", "exec", task_container(course, ADA), "tail", "-n", "1", "handler.py"], None)
     assert kept.stdout == "# mine\n", kept.stdout + kept.stderr
-    print(f"\nSwarmSpawner, one learner: login to terminal ready in {first}; after a stop, {again}")
+    print(f"\nSwarmSpawner, one learner: login to terminal ready in {first}; stopped in"
+          f" {stopped:.1f} s; after the stop, {again}")
