@@ -9,8 +9,8 @@ RabbitMQ 4.3, the course's service and a grading farm with one grading host of -
 slots), removed afterwards. Learners sign up through the hub's form and are authorized
 by the instructor, as in a course. Figures:
 - login to a terminal ready: a learner's browser (Chromium) logs in at the hub's form,
-  opens their lab (the hub starts it) and waits until the console's terminal is
-  connected; one learner alone 5 times (p50, p95), then --arrivals learners arriving in
+  which leads to their lab (the hub starts it), and waits until the console's terminal
+  is connected; one learner alone 5 times (p50, p95), then --arrivals learners arriving in
   the same minute (each at a random second of it, each in a browser context of their own
   of one Chromium);
 - memory of a lab at rest (docker stats, MiB), the median and the largest over the labs;
@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -37,29 +36,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from playwright.async_api import async_playwright, expect as async_expect  # noqa: E402
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest  # noqa: E402
 from tornado.websocket import websocket_connect  # noqa: E402
 
 from browserkit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from console_bench import measure_typing, percentile  # noqa: E402
-from coursekit import Course, log_in_page  # noqa: E402
+from coursekit import Course, landed_in_lab, log_in_page  # noqa: E402
 
 
 def ms(seconds):
     return round(seconds * 1000)
-
-
-def login_to_terminal(browser, course, session):
-    """Seconds from the hub's login form to the lab's terminal connected (the hub starts the lab)."""
-    context = browser.new_context()
-    started = time.monotonic()
-    page = log_in_page(context, course, session.name, session.password)
-    page.goto(course.lab_url(session.name))  # the hub starts the lab, then sends the page to it
-    expect(page.get_by_role("heading", level=1)).to_have_text("Nightjar lab console", timeout=120_000)
-    expect(page.locator("#terminal-status")).to_contain_text("Connected to the Workstation", timeout=60_000)
-    took = time.monotonic() - started
-    return took, page
 
 
 async def arrivals(course, sessions, offsets):
@@ -78,8 +65,7 @@ async def arrivals(course, sessions, offsets):
             await page.get_by_label("Username").fill(session.name)
             await page.get_by_label("Password").fill(session.password)
             await page.get_by_role("button", name="Sign in").click()
-            await async_expect(page).not_to_have_url(re.compile(r"/hub/login"))
-            await page.goto(course.lab_url(session.name))
+            # The login lands in the learner's lab: the hub starts it and shows its progress meanwhile.
             await async_expect(page.get_by_role("heading", level=1)).to_have_text(
                 "Nightjar lab console", timeout=120_000)
             await async_expect(page.locator("#terminal-status")).to_contain_text(
@@ -92,6 +78,12 @@ async def arrivals(course, sessions, offsets):
             return await asyncio.gather(*(arrive(s, o) for s, o in zip(sessions, offsets)))
         finally:
             await browser.close()
+
+
+def logins(course, sessions, offsets):
+    """arrivals() from this thread, whose Playwright is the sync one."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, arrivals(course, sessions, offsets)).result()
 
 
 class Terminals:
@@ -114,9 +106,8 @@ class Terminals:
         asyncio.run_coroutine_threadsafe(connect(), self.loop)
 
     def grade(self, course, name, token):
-        """Seconds until this learner's Grade answers (through their console, as the button does)."""
+        """When this learner's Grade answered (through their console, as the button does)."""
         async def ask():
-            started = time.monotonic()
             answer = await AsyncHTTPClient().fetch(
                 course.lab_url(name) + "api/grade", method="POST", body=b"", request_timeout=900,
                 headers={"Authorization": f"token {token}"})
@@ -158,9 +149,7 @@ def measure(course, browser, options, grades):
     # One learner alone, 5 times (the lab stopped in between).
     alone = []
     for _ in range(5):
-        took, page = login_to_terminal(browser, course, learners[0])
-        alone.append(took)
-        page.context.close()
+        alone += logins(course, [learners[0]], [0.0])
         course.stop_lab(learners[0].name)
     figures["login_to_terminal_alone_s"] = {"p50": round(statistics.median(alone), 2),
                                            "p95": round(percentile(alone, 0.95), 2)}
@@ -169,8 +158,7 @@ def measure(course, browser, options, grades):
     # --arrivals learners in the same minute, each in a browser context of their own.
     arriving = learners[1:options.arrivals + 1] if options.arrivals < len(learners) else learners[:options.arrivals]
     offsets = sorted(random.uniform(0, 60) for _ in arriving)
-    with ThreadPoolExecutor(1) as thread:  # the async API, away from this thread's sync one
-        results = thread.submit(asyncio.run, arrivals(course, arriving, offsets)).result()
+    results = logins(course, arriving, offsets)
     figures["login_to_terminal_arrivals_s"] = {"learners": len(arriving),
                                               "p50": round(statistics.median(results), 2),
                                               "p95": round(percentile(results, 0.95), 2)}
@@ -197,7 +185,8 @@ def measure(course, browser, options, grades):
         course.docker("exec", "-d", "--user", "1000", course.names(session.name).container, "bash", "-c",
                       "while true; do python3 desk.py register Loop >/dev/null; python3 worker.py"
                       " >/dev/null; sleep 1; done")
-    _, page = login_to_terminal(browser, course, learners[0])
+    page = log_in_page(browser.new_context(), course, learners[0].name, learners[0].password)
+    landed_in_lab(page, course, learners[0].name)
     typed = measure_typing(page, options.keys)
     figures["keystroke_echo_ms"] = {"learners": options.learners, "working": options.workers,
                                     "p50": round(statistics.median(typed), 1),

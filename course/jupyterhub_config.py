@@ -61,7 +61,18 @@ c.JupyterHub.cleanup_proxy = False
 # Activity comes from what the learner does (the console tells the hub: nightjar_console/hub.py),
 # never from the proxy, where an open tab's websocket pings would keep an abandoned lab alive.
 c.JupyterHub.last_activity_interval = 0
-c.JupyterHub.default_url = "/hub/home"
+
+
+def landing_page(handler):
+    """Where a login lands: course staff on the instructor's page; a learner in their lab ("" is
+    the hub's own default, which starts the lab if it is not running)."""
+    user = handler.current_user
+    if user and (user.admin or learners.STAFF_GROUP in {group.name for group in user.groups}):
+        return "/services/nightjar/"
+    return ""
+
+
+c.JupyterHub.default_url = landing_page
 # A lab that stopped (culled, killed, out of memory) starts again when its learner comes back.
 c.JupyterHub.implicit_spawn_seconds = 1
 c.Spawner.poll_interval = 10  # seconds: how soon the hub sees that a lab's container died

@@ -46,6 +46,7 @@ CONTAINER_TEMPLATE = "{course}-{slug}"
 VOLUME_TEMPLATE = "{course}-{slug}-files"
 RABBIT_TEMPLATE = "learner-{slug}"  # the vhost and the RabbitMQ user: each course has its broker
 DEFAULT_COURSE = "nightjar-course"
+STAFF_GROUP = "course-staff"  # the hub's group of those who see the instructor's page, with its admins
 COURSE_NAME = re.compile(r"[a-z][a-z0-9-]{0,18}")  # so a volume name has at most 19 + 1 + 37 + 6 = 63
 READABLE_LENGTH = 24  # so a slug has at most 2 + 24 + 1 + 10 = 37 characters
 HASH_LENGTH = 10  # hex digits: 40 bits, about 1 in 20 million that two of 300 learners clash

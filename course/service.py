@@ -39,11 +39,10 @@ from jupyterhub.utils import url_escape_path
 from grader.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
 
-from .learners import names
+from .learners import STAFF_GROUP, names
 
 HERE = Path(__file__).resolve().parent
 HANDLER_LIMIT = 512 * 1024    # the farm's own limit (grader/farm.py)
-STAFF_GROUP = "course-staff"
 UNIT = re.compile(r"[a-z0-9-]{1,16}")  # "2", "cl-13-2": the units' keys (scenarios/units/table.py)
 GRADING_SECONDS = 900
 

@@ -67,9 +67,14 @@ def run_command(page, prompt, command, timeout=60):
     wait_for_screen(page, lambda lines: lines[-1] == prompt and prompts(lines) > before, timeout)
 
 
-def open_console(page, url):
+def open_console(page, url, timeout=5):
     page.goto(url)
-    expect(page.get_by_role("heading", level=1)).to_have_text("Nightjar lab console")
+    console_ready(page, timeout)
+
+
+def console_ready(page, timeout=5):
+    """The page is the lab console (within `timeout` seconds), its terminal connected."""
+    expect(page.get_by_role("heading", level=1)).to_have_text("Nightjar lab console", timeout=timeout * 1000)
     expect(page.locator("#terminal-status")).to_contain_text("Connected to the Workstation", timeout=30_000)
 
 

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import secrets
-import subprocess
 import sys
 import time
 import urllib.error
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
+from consolepage import console_ready
 from nightjar.harness.rabbitnode import free_port
 from stackkit import RABBITMQ_4_3_IMAGE, ROOT, base_images, ensure_built, run
 
@@ -197,5 +197,12 @@ def log_in_page(context, course, name, password):
     page.get_by_label("Username").fill(name)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
-    expect(page).not_to_have_url(re.compile(r"/hub/login"))
+    # A learner's login goes on to their lab (the hub's spawn, up to 1 s; then its progress page).
+    expect(page).not_to_have_url(re.compile(r"/hub/login"), timeout=15_000)
     return page
+
+
+def landed_in_lab(page, course, name, timeout=120):
+    """The learner's login has led the page to their lab's console (the hub starts a stopped lab)."""
+    console_ready(page, timeout)
+    assert page.url.startswith(course.lab_url(name)), page.url

@@ -15,8 +15,8 @@ from playwright.sync_api import expect
 
 from browserkit import needs_chromium
 from consolepage import (clear_terminal, expected_screen, open_console, run_command, screen,
-                         type_into_terminal, verdict_rows, wait_for_screen, walk_unit_2)
-from coursekit import Course, in_url, log_in_page
+                         verdict_rows, walk_unit_2)
+from coursekit import Course, in_url, landed_in_lab, log_in_page
 from stackkit import ROOT, require_engine
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -58,7 +58,7 @@ def pages(course, learners, browser):
     opened = {}
     for name, session in learners.items():
         page = log_in_page(browser.new_context(), course, name, session.password)
-        open_console(page, course.lab_url(name))
+        landed_in_lab(page, course, name)  # a learner's login lands in their lab
         opened[name] = page
     return opened
 
@@ -180,7 +180,7 @@ def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages,
 
     instructor = log_in_page(browser.new_context(), course, "instructor",
                              (course.folder / "var" / "instructor-password").read_text().strip())
-    instructor.goto(f"{course.url}/services/nightjar/")
+    expect(instructor).to_have_url(f"{course.url}/services/nightjar/")  # the instructor's login lands here
     rows = instructor.locator("table tr").all()[1:]
     assert [row.locator("th").inner_text() for row in rows] == ["ada", "bob.smith", zoe]
     for row in rows[:2]:
@@ -272,7 +272,7 @@ def test_a_killed_lab_comes_back_at_the_next_visit_with_its_files(course, learne
         assert time.monotonic() < deadline, "the hub did not see the killed lab"
         time.sleep(1)
     page = pages["bob.smith"]
-    open_console(page, course.lab_url("bob.smith"))  # the hub starts it again
+    open_console(page, course.lab_url("bob.smith"), timeout=120)  # the hub starts it again
     assert in_lab(course, "bob.smith", "tail", "-n", "1", "handler.py").stdout == "# before the kill\n"
 
 
@@ -288,4 +288,4 @@ def test_the_culler_stops_a_lab_left_idle_with_its_tab_open(course, learners, pa
         time.sleep(5)
     assert running(course, "ada")
     # Her files stay; her next visit starts her lab again.
-    open_console(pages[zoe], course.lab_url(zoe))
+    open_console(pages[zoe], course.lab_url(zoe), timeout=120)
