@@ -182,7 +182,9 @@ class Session:
         _, page = self.get("/hub/login")
         xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
         form = urllib.parse.urlencode({"_xsrf": xsrf, "username": name, "password": password}).encode()
-        with self.opener.open(urllib.request.Request(self.url + "/hub/login", data=form), timeout=60) as answer:
+        # next: the hub's home, where a learner's login would go on to start their lab
+        login = urllib.request.Request(self.url + "/hub/login?next=%2Fhub%2Fhome", data=form)
+        with self.opener.open(login, timeout=60) as answer:
             assert "/hub/login" not in answer.url, f"{name} could not log in"
 
     def browser_cookies(self):
