@@ -12,7 +12,7 @@ by the instructor, as in a course. Figures:
   which leads to their lab (the hub starts it), and waits until the console's terminal
   is connected; one learner alone 5 times (p50, p95), then --arrivals learners arriving in
   the same minute (each at a random second of it, each in a browser context of their own
-  of one Chromium);
+  of one Chromium), and of that the hub's own start of each lab (from its log);
 - memory of a lab at rest (docker stats, MiB), the median and the largest over the labs;
 - with --learners labs each with a terminal open (a websocket to its console) and
   --workers of them running `desk.py register` and `worker.py` in a loop: keystroke to
@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -164,6 +165,11 @@ def measure(course, browser, options, grades):
                                               "p95": round(percentile(results, 0.95), 2)}
     print(f"login to terminal, {len(arriving)} in a minute: {figures['login_to_terminal_arrivals_s']}",
           flush=True)
+    # Of that, the hub's own start of each lab (its log: "User NAME took N seconds to start").
+    starts = spawn_seconds(course, {session.name for session in arriving})
+    figures["lab_start_by_the_hub_arrivals_s"] = {"labs": len(starts), "p50": round(statistics.median(starts), 2),
+                                                 "p95": round(percentile(starts, 0.95), 2)}
+    print(f"of which the hub starting the lab: {figures['lab_start_by_the_hub_arrivals_s']}", flush=True)
 
     # Every learner's lab running, a terminal open on each; some running workers in a loop.
     tokens = {}
@@ -209,6 +215,13 @@ def measure(course, browser, options, grades):
         print(f"{count} press Grade in a minute: the last verdict {figures[f'last_verdict_{count}_graders_s']}"
               " s after the first press", flush=True)
     return figures
+
+
+def spawn_seconds(course, names):
+    """How long the hub took to start each of these learners' labs, from its log."""
+    log = course.docker("logs", course.hub_container).stderr  # the hub logs to its stderr
+    took = re.findall(r"User (\S+) took ([\d.]+) seconds to start", log)
+    return [float(seconds) for name, seconds in took if name in names]
 
 
 def parse_mib(text):
