@@ -85,6 +85,35 @@ def test_every_underscore_is_drawn(console, browser, zoom):
         context.close()
 
 
+def test_japanese_is_drawn_in_its_own_glyphs(console, page):
+    """The language switch ("日本語で読む") and the Japanese guide's heading are drawn in
+    Japanese glyphs. A browser without a Japanese font draws each of those characters as the
+    same empty box as a character no font has (here a private-use one, in the same element)."""
+    open_console(page, f"{console.url}?token={TOKEN}")
+    button = page.locator("#language")
+    expect(button).to_have_text("日本語で読む")
+    assert drawn_in_glyphs(button), "the language switch's Japanese is drawn as empty boxes"
+    button.click()
+    heading = page.locator("#guide h3")
+    expect(heading).to_have_text(re.compile("[\u3040-\u30ff\u4e00-\u9fff]"))
+    assert drawn_in_glyphs(heading), f"the Japanese guide's heading {heading.inner_text()!r} is drawn as empty boxes"
+    button.click()  # back to English
+
+
+def drawn_in_glyphs(element):
+    """Whether the element looks different with each of its letters put as a character no
+    font draws: a letter the browser has no glyph for is drawn as that same box."""
+    as_text = element.screenshot(animations="disabled", caret="hide")
+    text = element.evaluate("""(node) => {
+        const text = node.textContent;
+        node.textContent = text.replace(/\\S/g, '\\ue000');
+        return text;
+    }""")
+    as_boxes = element.screenshot(animations="disabled", caret="hide")
+    element.evaluate("(node, text) => { node.textContent = text; }", text)
+    return as_text != as_boxes
+
+
 def test_a_grade_belongs_to_the_handler_it_judged(console, page):
     """The verdict names its time; once handler.py changes (here in the terminal) it says it is
     for an earlier handler.py, graded at that time; a new Grade clears that."""
