@@ -44,16 +44,17 @@ def type_into_terminal(page, keys):
 
 
 def clear_terminal(page):
-    """An empty screen with the shell's prompt alone: the prompt, as the screen shows it."""
-    def prompt_alone(lines):
-        return len(lines) == 1 and lines[0].endswith(("$", "#"))
+    """An empty screen with the shell's prompt alone: the prompt, as the screen shows it.
 
-    lines = screen(page)
-    # A new terminal shows its prompt alone already. Typing clear there, the wait would be over
-    # before the shell ran it, and the screen would go blank under the next command's wait.
-    if not prompt_alone(lines):
-        type_into_terminal(page, "clear\n")
-        lines = wait_for_screen(page, prompt_alone)
+    A screen seen once proves nothing: a page that has just attached draws the shell's recent
+    output (up to 64 KiB) over several frames, and a new shell shows its prompt alone before a
+    clear typed there has run. So the shell first prints a line no screen holds yet; only once
+    that line is drawn is the clear typed, and only a screen without it is the cleared one."""
+    marker = f"screen-marker-{time.monotonic_ns()}"
+    type_into_terminal(page, f"echo {marker}\n")
+    wait_for_screen(page, lambda lines: marker in lines)  # the echo's output, not the command line
+    type_into_terminal(page, "clear\n")
+    lines = wait_for_screen(page, lambda lines: len(lines) == 1 and lines[0].endswith(("$", "#")))
     return lines[0]
 
 
@@ -64,7 +65,7 @@ def run_command(page, prompt, command, timeout=60):
 
     before = prompts(screen(page))
     type_into_terminal(page, command + "\n")
-    wait_for_screen(page, lambda lines: lines[-1] == prompt and prompts(lines) > before, timeout)
+    wait_for_screen(page, lambda lines: lines[-1:] == [prompt] and prompts(lines) > before, timeout)
 
 
 def open_console(page, url, timeout=5):
@@ -126,7 +127,7 @@ def walk_unit_2(page, console_url):
     type_into_terminal(page, "python3 worker.py --pause before-write\n")
     wait_for_screen(page, lambda lines: lines[-1:] == ["Paused before-write."])
     page.keyboard.press("Control+c")
-    wait_for_screen(page, lambda lines: lines[-1] == prompt)
+    wait_for_screen(page, lambda lines: lines[-1:] == [prompt])
     run_command(page, prompt, "echo $?")
     run_command(page, prompt, "python3 worker.py")
     shown = screen(page)
