@@ -12,7 +12,8 @@
                     course-staff (the hub's OAuth login)
   GET  report.html, report.csv   the class report as it stands (grader/class_report.py)
   POST grade-all    every learner's current handler.py graded on the farm: a running lab's
-                    file as its console serves it, else the one of the learner's last Grade
+                    file as its console serves it, else the one of the learner's last Grade;
+                    in the background, the page saying so (and refreshing itself) until it ends
 
 Grading is the grading farm's (grader/farm.py: `python3 -m grader --handlers DIR --farm URL`),
 on a broker the labs cannot reach; the service keeps each learner's last Grade and the units
@@ -98,7 +99,12 @@ async def grade_on_farm(handlers):
             sys.executable, "-m", "grader", "--handlers", folder, "--farm", os.environ["NIGHTJAR_COURSE_FARM_URL"],
             "--json", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE)
-        stdout, stderr = await asyncio.wait_for(grader.communicate(), GRADING_SECONDS)
+        try:
+            stdout, stderr = await asyncio.wait_for(grader.communicate(), GRADING_SECONDS)
+        except asyncio.TimeoutError:
+            grader.kill()  # the farm's batch is abandoned, not left running
+            await grader.wait()
+            stdout, stderr = b"", f"no verdict in {GRADING_SECONDS} s".encode()
     try:
         found = json.loads(stdout)["submissions"]
     except (ValueError, KeyError, TypeError):
@@ -123,12 +129,49 @@ class Service:
     def __init__(self, store):
         self.store = store
         self.auth = HubOAuth.instance()  # the handlers' own (a singleton)
+        self.grading_all = None   # the running Grade all (an asyncio task), if any
+        self.grade_all_note = ""  # what the last Grade all did, for the instructor's page
 
     async def hub(self, path, method="GET"):
         answer = await tornado.httpclient.AsyncHTTPClient().fetch(
             self.auth.api_url.rstrip("/") + "/" + path, method=method, request_timeout=30,
             headers={"Authorization": f"token {self.auth.api_token}"})
         return json.loads(answer.body)
+
+    async def learners(self):
+        """The hub's learners (not its admins), each with their hub model."""
+        return [user for user in await self.hub("users") if not user.get("admin")]
+
+    def start_grade_all(self):
+        """Grade all in the background, unless one runs already."""
+        if self.grading_all is None:
+            self.grade_all_note = "Grade all is starting: it reads every learner's handler.py."
+            self.grading_all = asyncio.ensure_future(self.grade_all())
+
+    async def grade_all(self):
+        """Every learner's current handler.py graded on the farm as one batch: a running lab's
+        file as its console serves it, else the one of the learner's last Grade."""
+        try:
+            grades = self.store.last_grades()
+            handlers, from_last = {}, []
+            for user in await self.learners():
+                current = await self.handler_now(user)
+                if current is None and user["name"] in grades:
+                    current = grades[user["name"]][2]
+                    from_last.append(user["name"])
+                if current is not None:
+                    handlers[user["name"]] = current
+            self.grade_all_note = f"Grading {len(handlers)} learners' handler.py on the farm…"
+            for learner, submission in (await grade_on_farm(handlers)).items():
+                self.store.graded(learner, handlers[learner], submission)
+            note = f"Graded {len(handlers)} learners' handler.py on the farm"
+            if from_last:
+                note += f" ({len(from_last)} whose lab is stopped: the handler.py of their last Grade)"
+            self.grade_all_note = note + "."
+        except Exception as error:  # the hub or the farm failed it: the page says so, and why
+            self.grade_all_note = f"Grade all did not finish: {error}."
+        finally:
+            self.grading_all = None
 
     async def handler_now(self, user):
         """A running lab's handler.py, as its console serves it; None when the lab does not run."""
@@ -192,10 +235,6 @@ class Staff(HubOAuthenticated, tornado.web.RequestHandler):
         if not (user.get("admin") or STAFF_GROUP in user.get("groups", [])):
             raise tornado.web.HTTPError(403, reason="for the course's instructors")
 
-    async def learners(self):
-        """The hub's learners (not its admins), each with their hub model."""
-        return [user for user in await self.service.hub("users") if not user.get("admin")]
-
     def submissions(self):
         return [submission for _, submission, _ in self.service.store.last_grades().values()]
 
@@ -204,11 +243,12 @@ class Page(Staff):
     async def get(self):
         grades, passed = self.service.store.last_grades(), self.service.store.units_passed()
         rows = []
-        for user in sorted(await self.learners(), key=lambda u: u["name"]):
+        for user in sorted(await self.service.learners(), key=lambda u: u["name"]):
             at, submission, _ = grades.get(user["name"], (None, None, None))
             rows.append({"name": user["name"], "running": bool(user.get("servers")),
                          "passed": passed.get(user["name"], []), "at": at, "submission": submission})
-        self.render("instructor.html", rows=rows, note=self.get_argument("note", ""))
+        self.render("instructor.html", rows=rows, note=self.service.grade_all_note,
+                    grading=self.service.grading_all is not None)
 
 
 class Report(Staff):
@@ -222,22 +262,12 @@ class Report(Staff):
 
 
 class GradeAll(Staff):
-    async def post(self):
-        grades = self.service.store.last_grades()
-        handlers, from_last = {}, []
-        for user in await self.learners():
-            current = await self.service.handler_now(user)
-            if current is None and user["name"] in grades:
-                current = grades[user["name"]][2]
-                from_last.append(user["name"])
-            if current is not None:
-                handlers[user["name"]] = current
-        for learner, submission in (await grade_on_farm(handlers)).items():
-            self.service.store.graded(learner, handlers[learner], submission)
-        note = f"Graded {len(handlers)} learners' handler.py on the farm"
-        if from_last:
-            note += f" ({len(from_last)} whose lab is stopped: the handler.py of their last Grade)"
-        self.redirect(self.reverse_url("page") + "?note=" + quote(note + "."))
+    """Grade all runs apart from the request: a class's batch takes minutes on the farm, and the
+    instructor's page says it runs (refreshing itself) until it has ended."""
+
+    def post(self):
+        self.service.start_grade_all()
+        self.redirect(self.reverse_url("page"))
 
 
 def make_app(store):
