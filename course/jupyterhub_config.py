@@ -187,12 +187,11 @@ class CourseSpawner(Base):
         admin, *_ = learners.from_environment()
         learners.remove(admin, learner)
         client = docker.from_env()
-        for remove in (lambda: client.volumes.get(learner.volume).remove(force=True),
-                       lambda: client.networks.get(network_of(learner)).remove()):
-            try:
-                remove()
-            except docker.errors.NotFound:
-                pass
+        try:
+            client.volumes.get(learner.volume).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        remove_learner_network(client, learner)
         await super().delete_forever()
 
 
@@ -253,6 +252,21 @@ def join(network):
     for container in (HUB, BROKER):
         if container not in joined:
             network.connect(container, aliases=[container])
+
+
+def remove_learner_network(client, learner):
+    """The learner's network, its addresses free again. Docker keeps a network that still has
+    containers on it, and the hub and the broker stay on it after the lab has stopped."""
+    try:
+        network = client.networks.get(network_of(learner))
+    except docker.errors.NotFound:
+        return
+    for container in (HUB, BROKER):
+        try:
+            network.disconnect(container, force=True)
+        except docker.errors.APIError:  # not on it (a hub made anew joins running labs' only)
+            pass
+    network.remove()
 
 
 def rejoin_learner_networks():

@@ -293,3 +293,26 @@ def test_the_culler_stops_a_lab_left_idle_with_its_tab_open(course, learners, pa
     assert running(course, "ada")
     # Her files stay; her next visit starts her lab again.
     open_console(pages[zoe], course.lab_url(zoe), timeout=120)
+
+
+def test_a_learner_deleted_leaves_no_vhost_volume_or_network_behind(course):
+    """The hub's deletion of a learner (its admin page, or its API as here) frees what was theirs:
+    the RabbitMQ user and vhost, the volume, and the 16 addresses of their network."""
+    course.learner("dora")
+    course.start_lab("dora")
+    dora = course.names("dora")
+    network = f"{course.project}-{dora.slug}"
+
+    def left():
+        rabbitmqctl = ("exec", course.broker_container, "rabbitmqctl", "--silent")
+        vhosts = course.docker(*rabbitmqctl, "list_vhosts").stdout.split()
+        users = course.docker(*rabbitmqctl, "list_users").stdout.split()
+        return {"vhost": dora.vhost in vhosts, "rabbitmq user": dora.rabbit_user in users,
+                **{kind: course.docker(kind, "inspect", name).returncode == 0
+                   for kind, name in (("container", dora.container), ("volume", dora.volume),
+                                      ("network", network))}}
+
+    kinds = ("vhost", "rabbitmq user", "container", "volume", "network")
+    assert left() == dict.fromkeys(kinds, True)
+    course.api("DELETE", "users/dora", expect_status=204)
+    assert left() == dict.fromkeys(kinds, False)
