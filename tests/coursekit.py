@@ -153,6 +153,10 @@ class Course:
         """The learner's names in this course (course/learners.py)."""
         return names(name, self.project)
 
+    def network(self, name):
+        """The learner's own network (course/jupyterhub_config.py's network_of)."""
+        return f"{self.project}-{self.names(name).slug}"
+
     def lab_url(self, name):
         return f"{self.url}/user/{in_url(name)}/"
 
@@ -182,7 +186,7 @@ class Session:
         _, page = self.get("/hub/login")
         xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
         form = urllib.parse.urlencode({"_xsrf": xsrf, "username": name, "password": password}).encode()
-        # next: the hub's home, where a learner's login would go on to start their lab
+        # next: the hub's home. Without it, the login would start the learner's lab.
         login = urllib.request.Request(self.url + "/hub/login?next=%2Fhub%2Fhome", data=form)
         with self.opener.open(login, timeout=60) as answer:
             assert "/hub/login" not in answer.url, f"{name} could not log in"

@@ -140,8 +140,7 @@ def test_each_lab_has_a_network_of_16_addresses_of_the_courses_range(course, lea
     """Not a pool of the engine's own, of which Docker has about 30."""
     subnets = []
     for name in learners:
-        network = f"{course.project}-{course.names(name).slug}"
-        inspected = json.loads(course.docker("network", "inspect", network).stdout)
+        inspected = json.loads(course.docker("network", "inspect", course.network(name)).stdout)
         subnets += [ipaddress.ip_network(config["Subnet"]) for config in inspected[0]["IPAM"]["Config"]]
     assert len(set(subnets)) == len(learners) == 3
     assert all(subnet.prefixlen == 28 and subnet.subnet_of(ipaddress.ip_network("10.77.0.0/16"))
@@ -301,7 +300,6 @@ def test_a_learner_deleted_leaves_no_vhost_volume_or_network_behind(course):
     course.learner("dora")
     course.start_lab("dora")
     dora = course.names("dora")
-    network = f"{course.project}-{dora.slug}"
 
     def left():
         rabbitmqctl = ("exec", course.broker_container, "rabbitmqctl", "--silent")
@@ -310,7 +308,7 @@ def test_a_learner_deleted_leaves_no_vhost_volume_or_network_behind(course):
         return {"vhost": dora.vhost in vhosts, "rabbitmq user": dora.rabbit_user in users,
                 **{kind: course.docker(kind, "inspect", name).returncode == 0
                    for kind, name in (("container", dora.container), ("volume", dora.volume),
-                                      ("network", network))}}
+                                      ("network", course.network("dora")))}}
 
     kinds = ("vhost", "rabbitmq user", "container", "volume", "network")
     assert left() == dict.fromkeys(kinds, True)
