@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from browserkit import needs_chromium
 from consolepage import (clear_terminal, expected_screen, open_console, run_command, screen,
-                         verdict_rows, walk_unit_2)
+                         unanswered_links, verdict_rows, walk_unit_2)
 from coursekit import Course, in_url, landed_in_lab, log_in_page
 from stackkit import ROOT, require_engine
 
@@ -104,6 +104,20 @@ def test_each_learner_has_a_lab_of_their_own_behind_the_hubs_login(course, learn
 def basic(user, password):
     import base64
     return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_every_link_a_learners_page_and_the_instructors_page_offer_answers(course, learners, pages, browser):
+    """Through the hub, behind its login: Nightjar and the management UI from the console,
+    the class report and its CSV from the instructor's page."""
+    page = pages["bob.smith"]
+    expect(page.locator("#site-link")).to_have_attribute("href", "/user/bob.smith/site/")
+    expect(page.locator("#management-link")).to_have_attribute("href", "/user/bob.smith/rabbitmq/")
+    assert unanswered_links(page) == {}
+    instructor = log_in_page(browser.new_context(), course, "instructor",
+                             (course.folder / "var" / "instructor-password").read_text().strip())
+    expect(instructor.get_by_role("link", name="Class report")).to_be_visible()
+    assert unanswered_links(instructor) == {}
+    instructor.context.close()
 
 
 def test_a_learners_terminal_reaches_nothing_of_the_others(course, learners):
@@ -195,6 +209,8 @@ def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages,
     expect(instructor.get_by_role("status")).to_have_text(
         "Graded 3 learners' handler.py on the farm.", timeout=300_000)
     expect(instructor.get_by_role("button", name="Grade all")).to_be_enabled()
+    # The failed checks' stories included, the page is no wider than the browser's window.
+    assert instructor.evaluate("document.documentElement.scrollWidth <= innerWidth")
     # Zoë's starting handler.py acknowledges before it writes: check 2 fails.
     found = instructor.locator("table tr", has_text=zoe).locator("td").all_inner_texts()
     assert found[2].startswith("FAIL ") and "2. Interrupted before the write" in found[3], found
