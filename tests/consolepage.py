@@ -68,6 +68,25 @@ def run_command(page, prompt, command, timeout=60):
     wait_for_screen(page, lambda lines: lines[-1:] == [prompt] and prompts(lines) > before, timeout)
 
 
+def unanswered_links(page):
+    """Every link the page offers (its in-page anchors aside), each fetched with the page's own
+    cookies: {href: why} for those that do not answer with a page."""
+    hrefs = page.eval_on_selector_all("a[href]", "links => links.map(link => link.href)")
+    unanswered = {}
+    for href in hrefs:
+        if href.split("#")[0] == page.url.split("#")[0]:
+            continue  # a skip link to a part of this page
+        try:
+            status = page.request.get(href, timeout=30_000).status
+        except Exception as error:  # refused, unreachable: the learner would see an error page
+            unanswered[href] = str(error).splitlines()[0]
+            continue
+        if status >= 400:
+            unanswered[href] = status
+    assert hrefs, "the page offers no link at all"
+    return unanswered
+
+
 def open_console(page, url, timeout=5):
     page.goto(url)
     console_ready(page, timeout)

@@ -1,6 +1,6 @@
 """The lab console's page in a real browser (Chromium), on local processes: the seed's unit 2
-walked in the page alone, a second tab and a reload on the same shell, axe-core, and the unit
-done with the keyboard alone. (test_stack.py walks the same in containers.)"""
+walked in the page alone, every link it offers answering, a second tab and a reload on the same
+shell, axe-core, and the unit done with the keyboard alone. (test_stack.py walks the same in containers.)"""
 
 import pytest
 from playwright.sync_api import expect
@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from browserkit import axe_results, needs_axe, needs_chromium
 from consolekit import TOKEN, Console
 from consolepage import (UNIT2_HANDLER, clear_terminal, expected_screen, open_console, run_command,
-                         screen, verdict_rows, wait_for_screen, walk_unit_2)
+                         screen, unanswered_links, verdict_rows, wait_for_screen, walk_unit_2)
 from sitekit import Site
 
 pytestmark = needs_chromium
@@ -18,8 +18,9 @@ pytestmark = needs_chromium
 def lab_console(lab, tmp_path, grading_broker):
     """The console with its agent, the site, and the grading service on the session's grading broker."""
     site = Site(lab)
+    # The test lab's management API answers nowhere: as make local then does, no link to it.
     console = Console(lab, tmp_path, grading_broker=grading_broker,
-                      extra_env={"NIGHTJAR_SITE_PORT": str(site.port)})
+                      extra_env={"NIGHTJAR_SITE_PORT": str(site.port), "NIGHTJAR_MANAGEMENT_PORT": "none"})
     console.site = site
     yield console
     console.stop()
@@ -43,6 +44,13 @@ def test_unit_2_in_the_browser_alone(lab_console, page):
     page.reload()
     expect(page.get_by_label("Unit", exact=True).locator("option[value='2']")).to_have_text(
         "Unit 2 · Acknowledge only finished work (passed)")
+
+
+def test_every_link_the_page_offers_answers(lab_console, page):
+    open_console(page, f"{lab_console.url}?token={TOKEN}")
+    expect(page.locator("#site-link")).to_have_attribute("href", f"http://127.0.0.1:{lab_console.site.port}/")
+    expect(page.locator("#management-link")).to_have_count(0)
+    assert unanswered_links(page) == {}
 
 
 def test_a_second_tab_and_a_reload_share_the_shell(lab_console, context):
