@@ -5,6 +5,7 @@ for the service's whole life, and each verdict handed over as soon as its result
     grading.start()                             # on the service's event loop
     submission = await grading.grade(learner, handler_bytes)
     count = await grading.verdict_after(seen, timeout)
+    await grading.close()
 
 Every Grade, a learner's or one of Grade all's, is a job of the service's standing farm batch,
 kept with its handler.py in grading.sqlite (grader/farm_collector.py's Store; beside the
@@ -124,12 +125,13 @@ class Grading:
                 pass
         return self.verdicts
 
-    def close(self):
-        """Stop the thread; what is unfinished stays stored for the next start."""
+    async def close(self):
+        """Stop the thread (the event loop runs meanwhile: a verdict may be on its way to it);
+        what is unfinished stays stored for the next start."""
         self._stopping.set()
         self._wake()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            await asyncio.to_thread(self._thread.join, 10)
 
     # ---- the farm's thread ---------------------------------------------------------------------
 
@@ -167,6 +169,12 @@ class Grading:
             except farm.Refusal as error:
                 self._not_graded(farm.refusal_text(error))
                 self._stopping.wait(10.0)
+            except Exception as error:  # never a service that silently stops grading
+                if self._loop.is_closed():
+                    break
+                print(f"The farm's grading met an error, and connects again: {error!r}",
+                      file=sys.stderr, flush=True)
+                self._stopping.wait(delay)
             finally:
                 connection, self._connection = self._connection, None
                 try:

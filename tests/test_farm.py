@@ -320,6 +320,12 @@ def test_the_courses_grades_each_verdict_handed_over_once_as_soon_as_it_is_store
 
     async def scenario():
         grading = Grading(farm_url, lambda *verdict: handed.append(verdict), folder=tmp_path)
+        try:
+            await grades_and_a_restart(grading)
+        finally:
+            await grading.close()
+
+    async def grades_and_a_restart(grading):
         grades = {name: asyncio.ensure_future(grading.grade(name, handler)) for name in ("ada", "bob")}
         # A host takes one job, publishes its result (confirmed) and dies before its ack ...
         dying, channel, _, properties, body = await asyncio.to_thread(take_a_job, farm_url)
@@ -348,14 +354,16 @@ def test_the_courses_grades_each_verdict_handed_over_once_as_soon_as_it_is_store
         await asyncio.to_thread(host.stop)
         asyncio.ensure_future(grading.grade("carol", handler))
         await until(lambda: jobs_waiting(farm_url) == 1)
-        await asyncio.to_thread(grading.close)
+        await grading.close()
         again = Grading(farm_url, lambda *verdict: handed.append(verdict), folder=tmp_path)
         again.start()
-        await asyncio.to_thread(hosts, "host-2")
-        await until(lambda: len(handed) == 3)
+        try:
+            await asyncio.to_thread(hosts, "host-2")
+            await until(lambda: len(handed) == 3)
+        finally:
+            await again.close()
         assert handed[2][:2] == ("carol", handler) and handed[2][2].host == "host-2"
         assert (again.verdicts, jobs.duplicates()) == (1, 1)
-        await asyncio.to_thread(again.close)
         jobs.close()
 
     asyncio.run(scenario())
