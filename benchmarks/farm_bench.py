@@ -19,9 +19,11 @@ service sends it (course/grading.py; a checkout without it: a collector
 process a Grade, as the service did before), to one grading host of its
 default slots (one a core) with nothing else to grade. Figures: the first
 and the median verdict after the first press, the last after the last press
-(budget: 40 s); the CPU a Grade costs on the grading host, its grading broker,
-the service's side and the farm broker; and, before the peak, one Grade alone:
-press to verdict, less the host's own grading of it (the per-Grade overhead).
+(budget: 40 s), and how many verdicts were not the ones the same handler got
+graded alone before the peak (the peak may not bend a verdict); the CPU a Grade
+costs on the grading host, its grading broker, the service's side and the farm
+broker; and, from those Grades alone, the per-Grade overhead: press to verdict,
+less the host's own grading of it.
 
 Uses a private farm broker and a private grading node; removes them afterwards.
 """
@@ -157,24 +159,27 @@ def course_grade(url, tmp):
                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                 env=dict(os.environ, NIGHTJAR_LOCAL_VAR=str(tmp / "var")))
             out, _ = await process.communicate()
-            return json.loads(out)["submissions"][0]["status"]
+            [graded] = json.loads(out)["submissions"]
+            return graded["status"], [check["passed"] for check in graded["checks"]]
         return by_collector, None
     grading = Grading(url, folder=tmp / "service")
 
     async def by_service(learner, handler):
-        return (await grading.grade(learner, handler)).status
+        graded = await grading.grade(learner, handler)
+        return graded.status, [check["passed"] for check in graded.checks]
     return by_service, grading
 
 
 async def press(grade, presses):
-    """[(pressed, verdict's time, status)] for [(seconds from now, learner, handler.py)]."""
+    """[(pressed, verdict's time, (status, [check passed]))] for [(seconds from now, learner,
+    handler.py)]."""
     start = time.monotonic()
 
     async def one(offset, learner, handler):
         await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
         pressed = time.monotonic()
-        status = await grade(learner, handler)
-        return pressed, time.monotonic(), status
+        verdict = await grade(learner, handler)
+        return pressed, time.monotonic(), verdict
     return await asyncio.gather(*(one(*p) for p in presses))
 
 
@@ -185,16 +190,20 @@ def peak(url, grading_broker, farm_node, grading_node, tmp, grades, within):
     loop = asyncio.new_event_loop()
     grade, grading = course_grade(url, tmp)
     try:
-        alone = []
-        for number in range(3):  # the first warms the host up
+        # Each handler of the peak graded alone first (the first twice: it warms the host up):
+        # the per-Grade overhead, and the verdicts the peak must give too.
+        overheads, quiet = [], {}
+        used = range(min(grades, len(handlers)))
+        for number, which in enumerate([0, *used]):
             learner = f"alone{number}"
-            [(pressed, verdict, status)] = loop.run_until_complete(press(grade, [(0, learner, handlers[0])]))
+            [(pressed, answered, quiet[which])] = loop.run_until_complete(
+                press(grade, [(0, learner, handlers[which])]))
             done = host.output.wait_for(rf"^Done '{learner}' .*\(([\d.]+) s\)\.$")
-            alone.append(verdict - pressed - float(re.search(r"\(([\d.]+) s\)\.$", done).group(1)))
+            overheads.append(answered - pressed - float(re.search(r"\(([\d.]+) s\)\.$", done).group(1)))
         before = (cpu_seconds([host.process.pid]), node_cpu(grading_node), service_cpu(),
                   node_cpu(farm_node))
         presses = [(n * within / max(grades - 1, 1), f"learner{n:02}", handlers[n % len(handlers)])
-                   for n in range(grades)]
+                   for n in range(grades)]  # the same order as `used`
         load = os.getloadavg()[0]
         results = loop.run_until_complete(press(grade, presses))
         after = (cpu_seconds([host.process.pid]), node_cpu(grading_node), service_cpu(),
@@ -205,16 +214,18 @@ def peak(url, grading_broker, farm_node, grading_node, tmp, grades, within):
         loop.close()
         host.stop()
     first_press, last_press = results[0][0], results[-1][0]
-    verdicts = sorted(verdict for _, verdict, _ in results)
-    not_graded = sum(status != "graded" for *_, status in results)
+    verdicts = sorted(answered for _, answered, _ in results)
+    not_graded = sum(status != "graded" for _, _, (status, _) in results)
+    other = sum(verdict != quiet[n % len(handlers)] for n, (*_, verdict) in enumerate(results))
     host_cpu, node, service, farm_broker = ((b - a) / grades for a, b in zip(before, after))
-    print(f"one Grade alone: a per-Grade overhead of {statistics.median(alone[1:]):.2f} s"
+    print(f"one Grade alone: a per-Grade overhead of {statistics.median(overheads[1:]):.2f} s"
           " (press to verdict, less the host's grading of it)")
     print(f"peak: {grades} Grades pressed within {within:g} s, one grading host of {slots} slots"
           f" ({len(os.sched_getaffinity(0))} cores), load {load:.1f}: first verdict"
           f" {verdicts[0] - first_press:.1f} s after the first press, median"
           f" {statistics.median(verdicts) - first_press:.1f} s, last {verdicts[-1] - last_press:.1f} s"
-          f" after the last press; {not_graded} not graded")
+          f" after the last press; {not_graded} not graded, {other} verdicts other than the same"
+          " handler's graded alone")
     print(f"peak CPU a Grade: {host_cpu + node:.2f} s on the grading host (grader and workers"
           f" {host_cpu:.2f}, its grading broker {node:.2f}), {service:.2f} s the service's side,"
           f" {farm_broker:.2f} s the farm broker")

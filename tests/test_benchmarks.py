@@ -69,7 +69,8 @@ def test_farm_bench_presses_grades_as_a_course_does():
     assert re.fullmatch(rf"peak: 2 Grades pressed within 0\.5 s, one grading host of"
                         rf" {len(os.sched_getaffinity(0))} slots \(\d+ cores\), load \d+\.\d: first verdict"
                         r" \d+\.\d s after the first press, median \d+\.\d s, last \d+\.\d s after the last"
-                        r" press; 0 not graded", lines[1]), lines[1]
+                        r" press; 0 not graded, 0 verdicts other than the same handler's graded alone",
+                        lines[1]), lines[1]
     assert re.fullmatch(r"peak CPU a Grade: \d+\.\d\d s on the grading host \(grader and workers"
                         r" \d+\.\d\d, its grading broker \d+\.\d\d\), \d+\.\d\d s the service's side,"
                         r" \d+\.\d\d s the farm broker", lines[2]), lines[2]
