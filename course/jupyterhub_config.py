@@ -1,4 +1,4 @@
-"""The course's JupyterHub: every learner's lab, behind the hub's login (course/README.md).
+"""The course's JupyterHub: every learner's lab, behind the hub's login (docs/instructors/run-a-course.md).
 
 JupyterHub logs learners in, starts and culls their labs, and proxies them;
 this file only configures it, with small hooks around the spawner:
@@ -84,7 +84,7 @@ if env.get("NIGHTJAR_COURSE_AUTHENTICATOR") == "dummy":  # the tests' stand-in, 
     c.DummyAuthenticator.password = env["NIGHTJAR_COURSE_TEST_PASSWORD"]
 else:
     # Learners sign up; the instructor authorizes them (/hub/authorize). A university plugs its
-    # own login in here instead (README: OAuthenticator, LTI 1.3).
+    # own login in here instead (docs/instructors/run-a-course.md: OAuthenticator, LTI 1.3).
     c.JupyterHub.authenticator_class = "native"
     c.NativeAuthenticator.open_signup = env.get("NIGHTJAR_COURSE_OPEN_SIGNUP") == "yes"
     c.NativeAuthenticator.minimum_password_length = 10
@@ -309,7 +309,7 @@ c.DockerSpawner.port = 8888
 c.DockerSpawner.use_internal_ip = True
 if not SWARM:  # (a service's containers always go with it)
     c.DockerSpawner.remove = True       # the container goes when the lab stops; its volume stays
-# Built here (make course), never pulled; a swarm's nodes pull it themselves (README).
+# Built here (make course), never pulled; a swarm's nodes pull it themselves (docs/operators/swarm.md).
 c.DockerSpawner.pull_policy = "skip" if SWARM else "never"
 c.DockerSpawner.http_timeout = 60
 c.DockerSpawner.start_timeout = 120
