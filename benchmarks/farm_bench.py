@@ -16,8 +16,8 @@ hosts like this machine (two slots each).
 --peak measures instead the end of a unit as a course meets it: 30 learners
 press Grade within 10 s (--grades, --within), each Grade sent as the course's
 service sends it (course/grading.py; a checkout without it: a collector
-process a Grade, as the service did before), to one grading host of its
-default slots (one a core) with nothing else to grade. Figures: the first
+process a Grade, as the service did before), to one grading host of one
+slot a core with nothing else to grade. Figures: the first
 and the median verdict after the first press, the last after the last press
 (budget: 40 s), and how many verdicts were not the ones the same handler got
 graded alone before the peak (the peak may not bend a verdict); the CPU a Grade
@@ -185,7 +185,7 @@ async def press(grade, presses):
 
 def peak(url, grading_broker, farm_node, grading_node, tmp, grades, within):
     handlers = [path.read_bytes() for path in CLASS.values()]
-    host = Host(url, "host-1", grading_broker, slots=None)
+    host = Host(url, "host-1", grading_broker, slots=len(os.sched_getaffinity(0)))  # one job a core
     slots = int(re.search(r"taking up to (\d+) job", host.output.wait_for(r"^Connected")).group(1))
     loop = asyncio.new_event_loop()
     grade, grading = course_grade(url, tmp)

@@ -50,12 +50,10 @@ class Host:
     """`python3 -m grader serve`, grading on `grading_broker` (conftest's GradingBroker)."""
 
     def __init__(self, url, name, grading_broker, timeout="10", slots=1):
-        """slots=None: the host's default (one a core)."""
         self.name = name
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader", "serve", "--farm", url, "--name", name,
-             *(["--slots", str(slots)] if slots else []), "--timeout", timeout, *grading_broker.args],
-            cwd=ROOT, text=True,
+            [sys.executable, "-m", "grader", "serve", "--farm", url, "--slots", str(slots), "--name", name,
+             "--timeout", timeout, *grading_broker.args], cwd=ROOT, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.output = Output(self.process, self.process.stdout)
 

@@ -22,7 +22,7 @@ import pika
 import pytest
 
 from course.grading import Grading, Jobs
-from grader import batch, farm
+from grader import batch, farm, farm_host
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
 from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning
@@ -303,6 +303,14 @@ def test_bad_input_is_refused_in_one_line(farm_node, farm_url, grading_broker, t
     status, _, err = grader("--handler", str(folder / "syntax_error" / "handler.py"), "--farm", farm_url)
     assert (status, err.splitlines()[-1]) == (
         2, "python3 -m grader: error: --farm grades a class: add --handlers DIR")
+
+
+def test_a_host_takes_one_job_a_core_unless_told(monkeypatch):
+    monkeypatch.setenv("NIGHTJAR_FARM_SLOTS", "")  # as compose passes it when it is not set
+    assert farm_host.parse_options(["--farm", "amqp://x"]).slots == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("NIGHTJAR_FARM_SLOTS", "3")  # as compose passes it
+    assert farm_host.parse_options(["--farm", "amqp://x"]).slots == 3
+    assert farm_host.parse_options(["--farm", "amqp://x", "--slots", "1"]).slots == 1
 
 
 def test_the_courses_grades_each_verdict_handed_over_once_as_soon_as_it_is_stored(
