@@ -16,7 +16,6 @@ from playwright.sync_api import expect
 from browserkit import needs_chromium
 from consolepage import (clear_terminal, expected_screen, open_console, run_command, screen,
                          unanswered_links, verdict_rows, walk_unit_2)
-from course_lti import course_lms, lti_settings  # noqa: F401  (the course's LMS: LTI 1.3)
 from coursekit import Course, in_url, landed_in_lab, log_in_page
 from stackkit import ROOT, require_engine
 
@@ -34,13 +33,10 @@ IDLE_SECONDS = 120  # the culler's limit here: short, yet longer than any test l
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory, course_lms):
+def course(tmp_path_factory):
     require_engine()
     course = Course(tmp_path_factory.mktemp("course"), NIGHTJAR_COURSE_IDLE_SECONDS=str(IDLE_SECONDS),
-                    NIGHTJAR_COURSE_CULL_EVERY="10", NIGHTJAR_COURSE_ACTIVITY_SECONDS="5",
-                    **lti_settings(course_lms))
-    if course_lms:
-        course_lms.register_tool(course.url)
+                    NIGHTJAR_COURSE_CULL_EVERY="10", NIGHTJAR_COURSE_ACTIVITY_SECONDS="5")
     try:
         course.up()
         yield course
@@ -334,14 +330,3 @@ def test_a_learner_deleted_leaves_no_vhost_volume_or_network_behind(course):
     assert left() == dict.fromkeys(kinds, True)
     course.api("DELETE", "users/dora", expect_status=204)
     assert left() == dict.fromkeys(kinds, False)
-
-
-# The course launched from its LMS and graded back into it (LTI 1.3), on this same course: the
-# tests are tests/course_lti.py's, in this order (a learner's story goes on from one to the next).
-from course_lti import (  # noqa: E402, F401, I001
-    lms, test_lti_the_tool_configuration_names_the_courses_jwks,
-    test_lti_a_learner_launched_from_the_lms_lands_in_their_lab_and_their_grade_goes_back,
-    test_lti_an_instructors_launch_lands_on_the_class_page_whose_grade_all_sends_every_score,
-    test_lti_a_refused_send_is_shown_on_the_class_page_and_the_retry_delivers_it_once,
-    test_lti_a_launch_shown_inside_the_lms_page_opens_in_a_new_window,
-    test_lti_forged_foreign_expired_and_replayed_launches_are_refused_with_no_login)

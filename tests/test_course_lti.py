@@ -1,13 +1,15 @@
-"""The course launched from its LMS and graded back into it (LTI 1.3 with AGS), on the course of
-tests/test_course.py, which imports these tests: one course for all (the hub's login form and the
-LMS's launches side by side). The LMS is tests/lmskit.py's, on lti1p3platform, on docker0's
-address: the browser, the hub and the course's service reach it there.
+"""The course launched from its LMS and graded back into it (LTI 1.3 with AGS): a course of its
+own (test_course.py's course tells the story of a class of exactly three learners, whose report
+and culler leave no room for others), registered with tests/lmskit.py's LMS, on lti1p3platform,
+on docker0's address, where the browser, the hub and the course's service reach it. The tests run
+in order: a learner's story goes on from one to the next.
 
 A learner clicks the LMS's launch and lands in their lab, its terminal answers, Grade gives the
 verdict, and the LMS holds the score for the launch's `sub`; an instructor's launch lands on the
 class page, whose Grade all sends every score; a refused send is shown there and delivered by
 the retry, once; a launch shown inside the LMS's page offers a new window; and forged, foreign
-or replayed launches are refused with a page that says why, and no login."""
+or replayed launches are refused with a page that says why, and no login. (The instructor's own
+login, the hub's form, is the course fixture's: coursekit's Course.up logs in with it.)"""
 
 import json
 import re
@@ -18,36 +20,40 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
+from browserkit import needs_chromium
 from consolepage import clear_terminal, console_ready, run_command, screen, verdict_rows
+from coursekit import Course
 from lmskit import Lms, docker0_address, new_key
+from stackkit import require_engine
 
-RETRY_SECONDS = 15  # the service's first wait before it sends a refused score again
+pytestmark = [pytest.mark.containers, needs_chromium]
+
+RETRY_SECONDS = 10  # the service's first wait before it sends a refused score again
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 
 
 @pytest.fixture(scope="module")
-def course_lms():
-    """The course's LMS, which the course's fixture registers the course with (lti_settings); None
-    where the course's containers could not reach it (no docker0): the LTI tests are skipped."""
+def lms():
     address = docker0_address()
     if address is None:
-        yield None
-        return
+        pytest.skip("no docker0 address: the course's containers could not reach the test LMS")
     lms = Lms(address).start()
     yield lms
     lms.stop()
 
 
-@pytest.fixture
-def lms(course, course_lms):
-    if course_lms is None:
-        pytest.skip("no docker0 address: the course's containers could not reach the test LMS")
-    return course_lms
-
-
-def lti_settings(lms):
-    """The course's settings for the LMS: its NIGHTJAR_LTI_* values, and a short first retry."""
-    return {} if lms is None else {**lms.course_settings(), "NIGHTJAR_LTI_RETRY_SECONDS": str(RETRY_SECONDS)}
+@pytest.fixture(scope="module")
+def course(tmp_path_factory, lms):
+    """A course with the LMS's NIGHTJAR_LTI_* settings (and a short first retry), registered there."""
+    require_engine()
+    course = Course(tmp_path_factory.mktemp("course"), **lms.course_settings(),
+                    NIGHTJAR_LTI_RETRY_SECONDS=str(RETRY_SECONDS))
+    lms.register_tool(course.url)
+    try:
+        course.up()
+        yield course
+    finally:
+        course.down()
 
 
 def launch(browser, course, lms, who, link="unit-2"):
@@ -93,7 +99,7 @@ def grade(page, caption):
     return verdict_rows(page)
 
 
-def test_lti_the_tool_configuration_names_the_courses_jwks(course, lms):
+def test_the_tool_configuration_names_the_courses_jwks(course, lms):
     config = requests.get(course.url + "/hub/lti13/config", timeout=30).json()
     assert config["public_jwk_url"] == course.url + "/services/nightjar/lti/jwks"
     assert (config["target_link_uri"], config["oidc_initiation_url"], config["redirect_uris"]) == (
@@ -104,7 +110,7 @@ def test_lti_the_tool_configuration_names_the_courses_jwks(course, lms):
     assert [(key["kty"], key["alg"], "d" in key) for key in jwks["keys"]] == [("RSA", "RS256", False)]
 
 
-def test_lti_a_learner_launched_from_the_lms_lands_in_their_lab_and_their_grade_goes_back(course, lms, browser):
+def test_a_learner_launched_from_the_lms_lands_in_their_lab_and_their_grade_goes_back(course, lms, browser):
     mina = lms.person("mina")
     page = launch(browser, course, lms, "mina")
     name = landed_in_own_lab(page, course)
@@ -157,7 +163,7 @@ def delivered_everywhere(course, lms):
         for lineitem, sub, score, state in wanted)
 
 
-def test_lti_an_instructors_launch_lands_on_the_class_page_whose_grade_all_sends_every_score(course, lms, browser):
+def test_an_instructors_launch_lands_on_the_class_page_whose_grade_all_sends_every_score(course, lms, browser):
     leo = lms.person("leo")
     page = launch(browser, course, lms, "leo", "unit-3")
     leo_name = landed_in_own_lab(page, course)
@@ -174,7 +180,7 @@ def test_lti_an_instructors_launch_lands_on_the_class_page_whose_grade_all_sends
     staff.context.close()
 
 
-def test_lti_a_refused_send_is_shown_on_the_class_page_and_the_retry_delivers_it_once(course, lms, browser):
+def test_a_refused_send_is_shown_on_the_class_page_and_the_retry_delivers_it_once(course, lms, browser):
     staff = instructors_page(browser, course, lms)
     section = staff.locator("#lti-grades")
     (sends,) = service_rows(course, "SELECT count(*) FROM lti_sends")[0]  # Mina's two, Leo's one
@@ -190,7 +196,7 @@ def test_lti_a_refused_send_is_shown_on_the_class_page_and_the_retry_delivers_it
     expect(row).to_contain_text(lms.links[refused["link"]])
     expect(row).to_contain_text(re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"))  # when it was tried
     wait_for(lambda: len(lms.score_posts) == posts + sends + 1, RETRY_SECONDS * 3)
-    time.sleep(RETRY_SECONDS)
+    time.sleep(3)
     assert len(lms.score_posts) == posts + sends + 1  # the retry delivered it, once
     retried = lms.score_posts[-1]
     assert (retried["link"], retried["body"]["userId"]) == (refused["link"], refused["body"]["userId"])
@@ -204,7 +210,7 @@ def test_lti_a_refused_send_is_shown_on_the_class_page_and_the_retry_delivers_it
     staff.context.close()
 
 
-def test_lti_a_launch_shown_inside_the_lms_page_opens_in_a_new_window(course, lms, browser):
+def test_a_launch_shown_inside_the_lms_page_opens_in_a_new_window(course, lms, browser):
     page = browser.new_context().new_page()
     page.goto(f"{lms.url}/course?as=mina")
     page.goto(f"{lms.url}/framed?link=unit-2")
@@ -231,7 +237,7 @@ def post_launch(session, course, form):
     return answer.status_code, said.group(1).replace("&#39;", "'") if said else answer.headers.get("Location")
 
 
-def test_lti_forged_foreign_expired_and_replayed_launches_are_refused_with_no_login(course, lms):
+def test_forged_foreign_expired_and_replayed_launches_are_refused_with_no_login(course, lms):
     eve = lms.person("eve")
     refused = {}
     for case, change, in (
@@ -259,8 +265,26 @@ def test_lti_forged_foreign_expired_and_replayed_launches_are_refused_with_no_lo
     thief.cookies.update(cookies)
     assert post_launch(thief, course, form) == (
         400, "This launch was used already (its nonce came again): launch again from the LMS.")
+    # A launch from another LMS, or of another deployment, is refused at its start.
+    start = course.url + "/hub/lti13/oauth_login"
+    for issuer, deployment, why in (("https://lms.example.org", "deployment-1", "This course takes launches from"
+                                     f" {lms.url} only, not from https://lms.example.org."),
+                                    (lms.url, "deployment-9", "This course takes launches from its own deployment"
+                                     " in the LMS, not from deployment 'deployment-9'.")):
+        answer = requests.get(start, params={"iss": issuer, "login_hint": "eve", "target_link_uri": course.url + "/hub",
+                                             "lti_deployment_id": deployment}, timeout=30)
+        assert (answer.status_code, re.search(r"<p>\s*(.*?)\s*</p>", answer.text, re.S).group(1).replace("&#39;", "'")) \
+            == (403, why)
     after = {user["name"] for user in course.api("GET", "users", expect_status=200)}
     assert len(after - users) == 1  # Eve, from her one launch; none from the refused ones
+    # Under https (a TLS proxy in front of the hub says so), the state cookies go with the LMS's
+    # cross-site post in every browser.
+    answer = requests.get(start, params={"iss": lms.url, "login_hint": "eve", "target_link_uri": course.url + "/hub"},
+                          headers={"X-Forwarded-Proto": "https"}, allow_redirects=False, timeout=30)
+    cookies = answer.raw.headers.getlist("Set-Cookie")
+    assert sorted(cookie.split("=")[0] for cookie in cookies) == ["lti13authenticator-nonce-state",
+                                                                  "lti13authenticator-state"]
+    assert all("; SameSite=None" in cookie and "; Secure" in cookie for cookie in cookies), cookies
     shown = course.docker("logs", course.hub_container)
     log = shown.stdout + shown.stderr
     assert "LTI launch refused (403): This course takes launches from its own deployment" in log
