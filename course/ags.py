@@ -194,11 +194,11 @@ class Sends:
         body = {**json.loads(score), "userId": sub, "timestamp": timestamp()}
         try:
             answer = await self.lms.post_score(client_id, lineitem, body)
-        except LmsRefused as refused:
-            delay = min(self.retry_seconds * 2 ** attempts, RETRY_LIMIT_SECONDS)
+        except Exception as refused:  # noqa: BLE001 (LmsRefused, or what else failed it: kept, tried again)
+            delay = min(self.retry_seconds * 2 ** min(attempts, 20), RETRY_LIMIT_SECONDS)
             self.db.execute("UPDATE lti_sends SET state = ?, attempts = attempts + 1, next_try = ?,"
                             " tried_at = ?, answer = ? WHERE learner = ? AND lineitem = ? AND digest = ?",
-                            (FAILED, time.time() + delay, time.time(), str(refused), learner, lineitem, digest))
+                            (FAILED, time.time() + delay, time.time(), str(refused)[:ANSWER_LIMIT], learner, lineitem, digest))
             print(f"LTI: {learner}'s score for {lineitem} not sent, again in {delay:.0f} s: {refused}", flush=True)
             return
         # A newer verdict may have come meanwhile: then the row waits again, for its own score.

@@ -81,27 +81,21 @@ c.JupyterHub.implicit_spawn_seconds = 1
 c.Spawner.poll_interval = 10  # seconds: how soon the hub sees that a lab's container died
 
 # ---- who logs in --------------------------------------------------------------------------
-def several(name):
-    """A setting of one or more values, separated by spaces or commas."""
-    return set(env.get(name, "").replace(",", " ").split())
-
-
 instructor = env.get("NIGHTJAR_COURSE_ADMIN", "instructor")
 if env.get("NIGHTJAR_COURSE_AUTHENTICATOR") == "dummy":  # the tests' stand-in, never a course's
     c.JupyterHub.authenticator_class = "dummy"
     c.DummyAuthenticator.password = env["NIGHTJAR_COURSE_TEST_PASSWORD"]
 else:
-    # Learners sign up; the instructor authorizes them (/hub/authorize), and logs in with that form
-    # too. Beside it, launches from the course's LMS with LTI 1.3, once the NIGHTJAR_LTI_* settings
-    # are set (course/lti_login.py: one authenticator class, NativeAuthenticator's and
-    # LTI13Authenticator's). A university may plug another login in instead (README: OAuthenticator).
+    # Learners sign up; the instructor authorizes them (/hub/authorize) and logs in there too. Beside
+    # it, LTI 1.3 launches from the course's LMS once NIGHTJAR_LTI_* are set (course/lti_login.py:
+    # one class, NativeAuthenticator and LTI13Authenticator). Or another login (README: OAuthenticator).
     c.JupyterHub.authenticator_class = lti_login.CourseLogin
     c.NativeAuthenticator.open_signup = env.get("NIGHTJAR_COURSE_OPEN_SIGNUP") == "yes"
     c.NativeAuthenticator.minimum_password_length = 10
     # The LMS's values, from its registration of the tool (README "Launched from the LMS").
     c.LTI13Authenticator.issuer = env.get("NIGHTJAR_LTI_ISSUER", "")
-    c.LTI13Authenticator.client_id = several("NIGHTJAR_LTI_CLIENT_ID")
-    c.CourseLogin.deployment_id = several("NIGHTJAR_LTI_DEPLOYMENT_ID")
+    c.LTI13Authenticator.client_id = lti_login.several(env.get("NIGHTJAR_LTI_CLIENT_ID", ""))
+    c.CourseLogin.deployment_id = lti_login.several(env.get("NIGHTJAR_LTI_DEPLOYMENT_ID", ""))
     c.LTI13Authenticator.authorize_url = env.get("NIGHTJAR_LTI_AUTH_URL", "")
     c.LTI13Authenticator.jwks_endpoint = env.get("NIGHTJAR_LTI_JWKS_URL", "")
     c.LTI13Authenticator.tool_name = "Nightjar ticket desk lab"

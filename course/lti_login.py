@@ -47,6 +47,11 @@ NONCE_SECONDS = 600  # a launch's id_token is refused when older (ltiauthenticat
 RECORD_RETRIES = (5, 30, 120, 600, 3600)  # seconds: a launch the service did not take, sent again
 
 
+def several(setting):
+    """The values of a setting that may hold several, separated by spaces or commas."""
+    return set(setting.replace(",", " ").split())
+
+
 def hub_name(issuer, sub):
     """The hub user of the person `sub` of the LMS `issuer`: stable, lower case, never a sign-up's."""
     return NAME_PREFIX + hashlib.sha256(f"{issuer}\0{sub}".encode()).hexdigest()[:16]
