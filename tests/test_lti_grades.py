@@ -1,7 +1,7 @@
 """The course's grades back into the LMS (course/ags.py, course/lti.py's key), sent to a real LTI
 platform: tests/lmskit.py's LMS on lti1p3platform, whose token endpoint checks the client assertion
 and whose score service takes the scores. In this process, without the course: what the course's
-own tests (tests/course_lti.py) show end to end, here with each case of its own."""
+own tests (tests/test_course_lti.py) show end to end, here with each case of its own."""
 
 import asyncio
 import json
