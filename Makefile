@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test bench bench-stack
+.PHONY: help venv test bench bench-stack docs docs-serve
 
 help: ## this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -16,10 +16,10 @@ help: ## this list
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,console,test]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[site,console,test,docs]'
 	touch $@
 
-venv: $(STAMP) ## create .venv with the lab and its test tools
+venv: $(STAMP) ## create .venv with the lab, its test tools and its documentation tools
 
 # scripts/prepare-tests installs what the tests need (as root) or says what to
 # run; scripts/docker-engine starts a Docker engine for the container stack
@@ -31,6 +31,20 @@ test: prepare-tests $(STAMP) ## run the whole test suite against a real RabbitMQ
 .PHONY: prepare-tests
 prepare-tests:
 	@scripts/prepare-tests
+
+# The documentation site (docs/): warnings are errors, every cross-reference is checked
+# (nitpicky), and every warning is listed before the build fails (--keep-going).
+# DOCS_BUILD: where the site goes (tests/test_docs.py builds into a folder of its own).
+DOCS_OPTIONS = -W --keep-going -n -q
+DOCS_BUILD ?= docs/_build/html
+DOCS_PORT ?= 8008
+
+docs: $(STAMP) ## build the documentation site into docs/_build/html (warnings are errors)
+	@$(PY) -m sphinx -b html $(DOCS_OPTIONS) docs $(DOCS_BUILD)
+	@echo "The documentation: $(DOCS_BUILD)/index.html (make docs-serve serves it)"
+
+docs-serve: $(STAMP) ## serve the documentation on 127.0.0.1:DOCS_PORT (8008), rebuilt on every change (sphinx-autobuild)
+	$(PY) -m sphinx_autobuild --host 127.0.0.1 --port $(DOCS_PORT) $(DOCS_OPTIONS) docs $(DOCS_BUILD)
 
 # AGAINST=REV: the commit to set beside this checkout (e.g. the last one that landed);
 # STACK=1 adds the container lab's figures.

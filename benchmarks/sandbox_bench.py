@@ -11,7 +11,7 @@ all down again. Prints the median of each step.
 
 For comparison it also times bubblewrap (`bwrap`, when installed) building
 the same root as nightjar/sandbox/root.py does, the one step bubblewrap
-could take over (README: "Grading untrusted code").
+could take over (docs/explanation/sandbox.md).
 """
 
 import argparse

@@ -1,1 +1,1 @@
-"""A course on JupyterHub: every learner's lab behind the hub's login (README, "Hosting the lab for a course")."""
+"""A course on JupyterHub: every learner's lab behind the hub's login (docs/instructors/run-a-course.md)."""

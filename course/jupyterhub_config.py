@@ -1,4 +1,4 @@
-"""The course's JupyterHub: every learner's lab, behind the hub's login (course/README.md).
+"""The course's JupyterHub: every learner's lab, behind the hub's login (docs/instructors/run-a-course.md).
 
 JupyterHub logs learners in, starts and culls their labs, and proxies them;
 this file only configures it, with small hooks around the spawner:
@@ -88,11 +88,12 @@ if env.get("NIGHTJAR_COURSE_AUTHENTICATOR") == "dummy":  # the tests' stand-in, 
 else:
     # Learners sign up; the instructor authorizes them (/hub/authorize) and logs in there too. Beside
     # it, LTI 1.3 launches from the course's LMS once NIGHTJAR_LTI_* are set (course/lti_login.py:
-    # one class, NativeAuthenticator and LTI13Authenticator). Or another login (README: OAuthenticator).
+    # one class, NativeAuthenticator and LTI13Authenticator). Or another login
+    # (docs/instructors/run-a-course.md: OAuthenticator).
     c.JupyterHub.authenticator_class = lti_login.CourseLogin
     c.NativeAuthenticator.open_signup = env.get("NIGHTJAR_COURSE_OPEN_SIGNUP") == "yes"
     c.NativeAuthenticator.minimum_password_length = 10
-    # The LMS's values, from its registration of the tool (README "Launched from the LMS").
+    # The LMS's values, from its registration of the tool (docs/instructors/lms.md).
     c.LTI13Authenticator.issuer = env.get("NIGHTJAR_LTI_ISSUER", "")
     c.LTI13Authenticator.client_id = lti_login.several(env.get("NIGHTJAR_LTI_CLIENT_ID", ""))
     c.CourseLogin.deployment_id = lti_login.several(env.get("NIGHTJAR_LTI_DEPLOYMENT_ID", ""))
@@ -331,7 +332,7 @@ c.DockerSpawner.port = 8888
 c.DockerSpawner.use_internal_ip = True
 if not SWARM:  # (a service's containers always go with it)
     c.DockerSpawner.remove = True       # the container goes when the lab stops; its volume stays
-# Built here (make course), never pulled; a swarm's nodes pull it themselves (README).
+# Built here (make course), never pulled; a swarm's nodes pull it themselves (docs/operators/swarm.md).
 c.DockerSpawner.pull_policy = "skip" if SWARM else "never"
 c.DockerSpawner.http_timeout = 60
 c.DockerSpawner.start_timeout = 120

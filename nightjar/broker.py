@@ -9,7 +9,7 @@ from .messages import encode_job
 # A message delivered this many times more than once goes to the dead-letter
 # queue. High enough that the lab's own interruptions (two or three per
 # message) never reach it; set explicitly, as RabbitMQ 3.x has no default (4.x
-# one of 20). What counts differs (README, "RabbitMQ 3.x and 4.x"): a worker
+# one of 20). What counts differs (docs/explanation/rabbitmq-versions.md): a worker
 # that stops without acknowledging and a reject with requeue count on every
 # version, a nack with requeue only before RabbitMQ 4.3.
 DELIVERY_LIMIT = 20

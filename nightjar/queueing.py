@@ -15,7 +15,7 @@ nothing else of this process is published until it is answered. Its late
 confirm marks it queued; a refusal leaves it to `queue_waiting`. A connection
 lost while waiting (or a process that ended, as desk.py does) leaves unknown
 whether RabbitMQ routed it: `queue_waiting` publishes it again, so it may be
-delivered twice (README, "The Nightjar site").
+delivered twice (docs/explanation/delivery.md).
 """
 
 import contextlib

@@ -139,7 +139,7 @@ def up(environ):
         lines.append(f"Learners sign up at {hub_url(env)}/hub/signup; the instructor authorizes"
                      f" them at {hub_url(env)}/hub/authorize")
     lines.append(f"The hub's API token (admin service course-admin): {shown(var(env) / 'api-token')}")
-    lines.append(f"LTI 1.3 (README \"Launched from the LMS\"): the tool's configuration {hub_url(env)}/hub/lti13/config,"
+    lines.append(f"LTI 1.3 (docs/instructors/lms.md): the tool's configuration {hub_url(env)}/hub/lti13/config,"
                  f" its JWKS {hub_url(env)}/services/nightjar/lti/jwks;"
                  + (" launches from the LMS are on." if env.get("NIGHTJAR_LTI_ISSUER")
                     else " set the NIGHTJAR_LTI_* settings to take launches."))

@@ -5,7 +5,7 @@ shell, axe-core, and the unit done with the keyboard alone. (test_stack.py walks
 import pytest
 from playwright.sync_api import expect
 
-from browserkit import axe_results, needs_axe, needs_chromium
+from browserkit import axe_results, document_screenshot, needs_axe, needs_chromium
 from consolekit import TOKEN, Console
 from consolepage import (UNIT2_HANDLER, clear_terminal, expected_screen, open_console, run_command,
                          screen, unanswered_links, verdict_rows, wait_for_screen, walk_unit_2)
@@ -40,6 +40,7 @@ def test_unit_2_in_the_browser_alone(lab_console, page):
     row = page.locator("#grade-result tr", has_text=check_4["name"])
     assert row.locator("pre").inner_text() == "\n".join(check_4["story"])
     assert check_4["story"][-1].startswith("found  R-")
+    document_screenshot(page, "console-unit-2-graded")  # the documentation's picture of the console
     # Unit 2 passed its check: the picker says so, after a reload too.
     page.reload()
     expect(page.get_by_label("Unit", exact=True).locator("option[value='2']")).to_have_text(

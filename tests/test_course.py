@@ -13,7 +13,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from browserkit import needs_chromium
+from browserkit import document_screenshot, needs_chromium
 from consolepage import (clear_terminal, expected_screen, open_console, run_command, screen,
                          unanswered_links, verdict_rows, walk_unit_2)
 from coursekit import Course, in_url, landed_in_lab, log_in_page
@@ -211,6 +211,11 @@ def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages,
     expect(instructor.get_by_role("button", name="Grade all")).to_be_enabled()
     # The failed checks' stories included, the page is no wider than the browser's window.
     assert instructor.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    document_screenshot(instructor, "course-instructors-page")  # the documentation's pictures
+    class_report = instructor.context.new_page()
+    class_report.goto(f"{course.url}/services/nightjar/report.html")
+    document_screenshot(class_report, "course-class-report", whole=False)  # its chart and first group
+    class_report.close()
     # Zoë's starting handler.py acknowledges before it writes: check 2 fails.
     found = instructor.locator("table tr", has_text=zoe).locator("td").all_inner_texts()
     assert found[2].startswith("FAIL ") and "2. Interrupted before the write" in found[3], found

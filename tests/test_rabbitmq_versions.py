@@ -1,4 +1,4 @@
-"""What the lab says about RabbitMQ (README, "RabbitMQ 3.x and 4.x"), held on a real RabbitMQ
+"""What the lab says about RabbitMQ (docs/explanation/rabbitmq-versions.md), held on a real RabbitMQ
 3.x, 4.0 and 4.3: the base images' stand-ins (tests/stackkit.py: Debian 12's 3.10, Debian 13's
 4.0 and Debian unstable's 4.3), each in a container.
 
@@ -131,7 +131,7 @@ def test_a_worker_that_keeps_stopping_without_an_ack_ends_in_the_dead_letter_que
 
 
 def test_a_nack_with_requeue_counts_toward_the_limit_before_rabbitmq_4_3(broker, lab):
-    # README: on RabbitMQ 3.x and 4.0-4.2 a nack with requeue=True counts; from 4.3 on it does not.
+    # The docs: on RabbitMQ 3.x and 4.0-4.2 a nack with requeue=True counts; from 4.3 on it does not.
     if broker.release >= (4, 3):
         pytest.skip("from 4.3 it does not count (test_what_counts_toward_the_delivery_limit): --drain never ends")
     write_handler(lab, """\
@@ -177,7 +177,7 @@ def next_delivery(channel, queue, dead_letter_queue, timeout=10):
 
 @pytest.mark.parametrize("how", ["stops", "reject", "nack"])
 def test_what_counts_toward_the_delivery_limit(broker, how):
-    # README: a worker that stops without acknowledging, and a reject with requeue, count on every
+    # The docs: a worker that stops without acknowledging, and a reject with requeue, count on every
     # version; a nack with requeue only before 4.3. From 4.3 a nack is counted in x-acquired-count
     # instead (x-delivery-count stays unset), and the message keeps going round.
     limit, attempts = 2, 5
@@ -213,7 +213,7 @@ def test_what_counts_toward_the_delivery_limit(broker, how):
 
 
 def test_a_quorum_queue_without_a_limit_has_one_of_20_from_4_0(broker):
-    # README: 3.x sets no delivery limit by default, 4.0 and later one of 20 (so the lab sets its
+    # The docs: 3.x sets no delivery limit by default, 4.0 and later one of 20 (so the lab sets its
     # own, and its dead-letter queue, which sets none, has 20 on 4.x).
     attempts = 25
     connection = broker.connect()
@@ -230,7 +230,7 @@ def test_a_quorum_queue_without_a_limit_has_one_of_20_from_4_0(broker):
 
 
 def test_the_consumer_timeout_on_a_quorum_queue_consumer_and_on_a_classic_queue(broker):
-    # README: before 4.3 a delivery held past the consumer timeout closes its channel, on every
+    # The docs: before 4.3 a delivery held past the consumer timeout closes its channel, on every
     # kind of queue and however it was taken. From 4.3 a quorum queue returns the delivery and
     # cancels its consumer, the channel staying open, and a classic queue no longer checks it.
     # (A basic_get from a quorum queue, as the worker takes its delivery: the test below.)

@@ -5,7 +5,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from browserkit import AXE, needs_chromium
+from browserkit import AXE, document_screenshot, needs_chromium
 from labkit import ticket_rows
 from sitekit import ARTIFACTS, Site
 
@@ -180,6 +180,7 @@ def test_the_delivery_history_after_ctrl_c_and_redelivery_reads_and_passes_axe(l
         "Ticket 2 written", "Acknowledged"])
     expect(page.locator("meta[http-equiv=refresh]")).to_have_count(0)  # nothing open: no refresh
     shot(page, "delivery-history")
+    document_screenshot(page, "site-delivery-history")
 
     page.add_script_tag(path=str(AXE))
     results = page.evaluate("axe.run(document, {resultTypes: ['violations']})")

@@ -79,7 +79,7 @@ def test_make_local_starts_the_site_and_keeps_the_workstation(local_lab):
     assert f"The Nightjar site: {url}\n" in out
     token = (lab.tmp / "var" / "console" / "token").read_text().strip()
     console = f"http://127.0.0.1:{lab.lab_port}/?token={token}"
-    # As README says: after what it started, a blank line, then the console's address first.
+    # As the documentation says (make local): after what it started, a blank line, then the console's address first.
     assert out.split("\n\n")[1].splitlines()[:2] == [f"The lab console: {console}", f"The Nightjar site: {url}"]
     workstation = lab.tmp / "workstation" / "ticket-desk"
     assert f"  cd {workstation}\n" in out
