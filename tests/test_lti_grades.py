@@ -4,6 +4,7 @@ and whose score service takes the scores. In this process, without the course: w
 own tests (tests/test_course_lti.py) show end to end, here with each case of its own."""
 
 import asyncio
+import concurrent.futures
 import json
 import sqlite3
 import time
@@ -43,7 +44,8 @@ def sender(lms, key, kid, people):
     """Sends on a database of its own; people: {learner: (sub, link)}."""
     destinations = {learner: [{"lineitem": lms.lineitem(link), "client_id": CLIENT_ID, "sub": sub}]
                     for learner, (sub, link) in people.items()}
-    return ags.Sends(sqlite3.connect(":memory:", isolation_level=None), ags.Lms(lms.url + "/token", key, kid),
+    return ags.Sends(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False),
+                     ags.Lms(lms.url + "/token", key, kid),
                      lambda learner: destinations.get(learner, []), retry_seconds=0.5)
 
 
@@ -55,13 +57,17 @@ async def until(condition, seconds=10):
 
 
 def run_with_sender(sends, steps):
+    """The steps with the sender running, on an event loop of their own: in a thread, since the
+    browser tests' Playwright may hold this thread's loop."""
     async def main():
         running = asyncio.ensure_future(sends.run())
         try:
             await steps()
         finally:
             running.cancel()
-    asyncio.run(main())
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, main()).result()
 
 
 def test_the_tool_key_is_kept_private_and_published_with_a_stable_key_id(tmp_path):
