@@ -128,7 +128,7 @@ def _mistakes(groups):
 def _submissions_table(submissions):
     rows = "".join(
         f'<tr><th scope="row">{_link(i, s)}</th><td>{_e(s.result)}</td>'
-        f"<td>{_e(s.checks_passed())}</td><td>{_e(s.first_problem())}</td></tr>"
+        f'<td>{_e(s.checks_passed())}</td><td class="seen">{_e(s.first_problem())}</td></tr>'
         for i, s in enumerate(submissions))
     return ('<table><caption>Every submission</caption><tr><th scope="col">Submission</th>'
             '<th scope="col">Result</th><th scope="col">Checks</th>'
@@ -146,7 +146,7 @@ def _submission(index, s):
         if not check["passed"]:
             detail += (f"<p>Hint: {_e(check['hint'])}</p>" if check["hint"] else "") + _story(check)
         rows.append(f'<tr><th scope="row">{_e(check["name"])}</th><td>{verdict}</td>'
-                    f"<td>{detail}</td></tr>")
+                    f'<td class="seen">{detail}</td></tr>')
     return (head + f"<table><caption>The checks of {_e(s.name)}</caption>"
             '<tr><th scope="col">Check</th><th scope="col">Verdict</th>'
             '<th scope="col">What the grader saw</th></tr>' + "".join(rows) + "</table></section>")
@@ -154,10 +154,13 @@ def _submission(index, s):
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem;
-       color: #111; background: #fff; line-height: 1.4; }
+       color: #111; background: #fff; line-height: 1.4; overflow-wrap: break-word; }
 table { border-collapse: collapse; margin: 1rem 0; width: 100%; }
 caption { text-align: left; font-weight: bold; padding: 0.3rem 0; }
 th, td { border: 1px solid #999; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
+/* What a handler printed may be wider than a screen (a story's lines, a long word): the cell
+   takes the width that is left, and a story scrolls in its own box instead of widening the page. */
+td.seen { width: 60%; max-width: 0; overflow-wrap: anywhere; }
 pre { background: #f4f4f4; border: 1px solid #999; padding: 0.5rem; overflow-x: auto; }
 svg { max-width: 48rem; display: block; }
 svg text { font-size: 13px; fill: #111; }

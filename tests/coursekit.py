@@ -33,13 +33,15 @@ import run_course  # noqa: E402  (scripts/run_course.py: make course)
 
 # The hub's base: Debian 13, whose Node 20 its proxy needs (scripts/build-base-images makes it).
 DEBIAN_IMAGE = "nightjar-base/debian:trixie"
+# What Docker says when a container's host port is taken.
+PORT_TAKEN = re.compile(r"port is already allocated|address already in use", re.I)
 
 
 class Course:
     def __init__(self, folder, **settings):
         self.folder = Path(folder)
         self.project = f"njc-test-{secrets.token_hex(3)}"
-        self.port = free_port()
+        self.port = free_port()  # the hub's host port, bound only minutes later: see up()
         ensure_built(RABBITMQ_4_3_IMAGE, DEBIAN_IMAGE)  # the course's brokers run RabbitMQ 4.3
         self.env = {**os.environ, **base_images(dict(os.environ)),
                     "NIGHTJAR_COURSE_RABBITMQ_IMAGE": RABBITMQ_4_3_IMAGE,
@@ -57,7 +59,16 @@ class Course:
 
     # ---- the course as make course starts it -------------------------------------------------
     def up(self):
-        done = run([sys.executable, "scripts/run_course.py", "up"], self.env, timeout=900)
+        # The port was free when it was chosen, but Docker binds it only once the images are
+        # built, minutes later: meanwhile another program may take it. Then choose again (the
+        # images are built by then, so the next try binds it within seconds).
+        for _ in range(3):
+            done = run([sys.executable, "scripts/run_course.py", "up"], self.env, timeout=900)
+            if done.returncode == 0 or not PORT_TAKEN.search(done.stdout + done.stderr):
+                break
+            self.port = free_port()
+            self.env["NIGHTJAR_COURSE_PORT"] = str(self.port)
+            self.url = f"http://127.0.0.1:{self.port}"
         assert done.returncode == 0, done.stdout + done.stderr
         found = re.search(r"Instructor's first login: user (\S+), password (\S+) ", done.stdout)
         assert found, done.stdout

@@ -177,6 +177,8 @@ def test_the_class_report_shows_pass_rates_mistakes_and_stories(both_ways, brows
     section = page.locator(link.get_attribute("href"))
     expect(section.locator("h3")).to_have_text(f"{MARKUP}: FAIL")
     assert section.locator("tr").count() == 1 + len(submissions[0]["checks"])
+    # A story's long lines scroll in their own box: the page is no wider than the window.
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
     results = axe_results(page)
     assert [(v["id"], [n["target"] for n in v["nodes"]]) for v in results["violations"]] == []
     context.close()
