@@ -48,9 +48,9 @@ def course(tmp_path_factory, lms):
     require_engine()
     course = Course(tmp_path_factory.mktemp("course"), **lms.course_settings(),
                     NIGHTJAR_LTI_RETRY_SECONDS=str(RETRY_SECONDS))
-    lms.register_tool(course.url)
     try:
         course.up()
+        lms.register_tool(course.url)  # its address once up (a port taken meanwhile moves it)
         yield course
     finally:
         course.down()
