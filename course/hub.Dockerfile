@@ -1,5 +1,5 @@
 # The course's JupyterHub with its proxy (configurable-http-proxy), DockerSpawner and
-# SwarmSpawner, the idle culler and NativeAuthenticator (course/requirements-hub.txt), and the
+# SwarmSpawner, the idle culler, NativeAuthenticator and ltiauthenticator (course/requirements-hub.txt), and the
 # lab's course/, nightjar/ and grader/ packages its configuration and the course's service
 # (course/service.py, the same image) import. configurable-http-proxy 5
 # needs Node 20, which Debian 13 packages.

@@ -20,7 +20,8 @@ Settings (environment, set by course/compose.yaml):
   NIGHTJAR_COURSE_MEMORY, NIGHTJAR_COURSE_CPUS, NIGHTJAR_COURSE_PIDS   a lab's limits
   NIGHTJAR_COURSE_IDLE_SECONDS the idle culler's limit
   NIGHTJAR_COURSE_ADMIN        the instructor's hub user (an admin)
-  NIGHTJAR_COURSE_AUTHENTICATOR  native (default) or dummy (the tests only)
+  NIGHTJAR_COURSE_AUTHENTICATOR  native (default: the login form, and LTI 1.3) or dummy (the tests only)
+  NIGHTJAR_LTI_ISSUER, _CLIENT_ID, _DEPLOYMENT_ID, _AUTH_URL, _JWKS_URL   the LMS's LTI 1.3 values
   NIGHTJAR_COURSE_SOLUTIONS    off: the labs offer no solution (a graded course)
   NIGHTJAR_COURSE_SUBNETS      the addresses of the labs' networks (one Docker engine), 16 a lab
 """
@@ -37,6 +38,7 @@ from dockerspawner import DockerSpawner, SwarmSpawner
 
 sys.path.insert(0, "/srv/nightjar")
 from course import learners  # noqa: E402  (course/learners.py: names, vhosts, users)
+from course import lti, lti_login  # noqa: E402  (the course's login: its form, and LTI 1.3 launches)
 
 c = get_config()  # noqa: F821  (JupyterHub's config loader defines it)
 env = os.environ
@@ -44,6 +46,7 @@ PROJECT = env.get("NIGHTJAR_COURSE_PROJECT", "nightjar-course")
 HUB = env.get("NIGHTJAR_COURSE_HUB", f"{PROJECT}-hub")
 BROKER = env.get("NIGHTJAR_COURSE_BROKER", f"{PROJECT}-broker")
 WORK = "/home/labex/project"  # the learner's volume: ticket-desk/ and the live database
+SERVICE_URL = f"http://{PROJECT}-service:9000"  # the course's service (course/service.py)
 
 # ---- the hub and its proxy ------------------------------------------------------------
 c.JupyterHub.ip = "0.0.0.0"        # in the hub's container; compose publishes it on 127.0.0.1
@@ -83,11 +86,31 @@ if env.get("NIGHTJAR_COURSE_AUTHENTICATOR") == "dummy":  # the tests' stand-in, 
     c.JupyterHub.authenticator_class = "dummy"
     c.DummyAuthenticator.password = env["NIGHTJAR_COURSE_TEST_PASSWORD"]
 else:
-    # Learners sign up; the instructor authorizes them (/hub/authorize). A university plugs its
-    # own login in here instead (docs/instructors/run-a-course.md: OAuthenticator, LTI 1.3).
-    c.JupyterHub.authenticator_class = "native"
+    # Learners sign up; the instructor authorizes them (/hub/authorize) and logs in there too. Beside
+    # it, LTI 1.3 launches from the course's LMS once NIGHTJAR_LTI_* are set (course/lti_login.py:
+    # one class, NativeAuthenticator and LTI13Authenticator). Or another login
+    # (docs/instructors/run-a-course.md: OAuthenticator).
+    c.JupyterHub.authenticator_class = lti_login.CourseLogin
     c.NativeAuthenticator.open_signup = env.get("NIGHTJAR_COURSE_OPEN_SIGNUP") == "yes"
     c.NativeAuthenticator.minimum_password_length = 10
+    # The LMS's values, from its registration of the tool (docs/instructors/lms.md).
+    c.LTI13Authenticator.issuer = env.get("NIGHTJAR_LTI_ISSUER", "")
+    c.LTI13Authenticator.client_id = lti_login.several(env.get("NIGHTJAR_LTI_CLIENT_ID", ""))
+    c.CourseLogin.deployment_id = lti_login.several(env.get("NIGHTJAR_LTI_DEPLOYMENT_ID", ""))
+    c.LTI13Authenticator.authorize_url = env.get("NIGHTJAR_LTI_AUTH_URL", "")
+    c.LTI13Authenticator.jwks_endpoint = env.get("NIGHTJAR_LTI_JWKS_URL", "")
+    c.LTI13Authenticator.tool_name = "Nightjar ticket desk lab"
+    c.LTI13Authenticator.tool_description = "A hands-on lab on at-least-once delivery with RabbitMQ"
+    c.CourseLogin.jwks_path = "services/nightjar/" + lti.JWKS_PATH  # the course's service serves it
+    c.JupyterHub.template_paths = ["/srv/nightjar/course/templates/hub"]  # the page a framed launch gets
+    # Each launch goes to the course's service, which keeps them all; the user's auth_state (the
+    # launch's id_token, encrypted with JUPYTERHUB_CRYPT_KEY) keeps only the last.
+    c.Authenticator.post_auth_hook = lti_login.record_launch
+    c.CourseLogin.launch_records_url = f"{SERVICE_URL}/services/nightjar/lti/launches"
+    c.CourseLogin.launch_records_token = env["NIGHTJAR_COURSE_SERVICE_TOKEN"]
+    c.Authenticator.enable_auth_state = True
+    # The group course-staff follows a launch's roles; a login with the form leaves groups as they are.
+    c.Authenticator.manage_groups = True
 c.Authenticator.admin_users = {instructor}
 
 
@@ -350,7 +373,7 @@ c.JupyterHub.load_roles = [{
 }]
 c.JupyterHub.services = [{
     "name": "nightjar",
-    "url": f"http://{PROJECT}-service:9000",
+    "url": SERVICE_URL,
     "api_token": env["NIGHTJAR_COURSE_SERVICE_TOKEN"],
     "oauth_no_confirm": True,
     "display": True,

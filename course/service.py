@@ -42,6 +42,7 @@ from jupyterhub.utils import url_escape_path
 from grader.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
 
+from . import lti
 from .grading import Grading
 from .learners import STAFF_GROUP
 
@@ -61,10 +62,12 @@ class Store:
                 handler BLOB NOT NULL, submission TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS passed (learner TEXT NOT NULL, unit TEXT NOT NULL,
                 at TEXT NOT NULL, PRIMARY KEY (learner, unit));""")
+        self.after_graded = lambda learner, submission: None  # course/lti.py: the score to the LMS
 
     def graded(self, learner, handler, submission):
         self.db.execute("INSERT OR REPLACE INTO grades VALUES (?, ?, ?, ?)",
                         (learner, now(), handler, json.dumps(submission.as_dict())))
+        self.after_graded(learner, submission)
 
     def passed(self, learner, unit):
         self.db.execute("INSERT OR IGNORE INTO passed VALUES (?, ?, ?)", (learner, unit, now()))
@@ -118,8 +121,9 @@ class Service:
         return json.loads(answer.body)
 
     async def learners(self):
-        """The hub's learners (not its admins), each with their hub model."""
-        return [user for user in await self.hub("users") if not user.get("admin")]
+        """The hub's learners (not its admins nor course staff), each with their hub model."""
+        return [user for user in await self.hub("users")
+                if not user.get("admin") and STAFF_GROUP not in user.get("groups", [])]
 
     def start_grade_all(self):
         """Grade all in the background, unless one runs already."""
@@ -272,7 +276,9 @@ def make_app(store):
         (prefix + "grade", Grade, shared),
         (prefix + "progress", Progress, shared),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
+        *lti.routes(prefix, Staff, shared),
     ], template_path=str(HERE / "templates"), cookie_secret=os.urandom(32),
+        lti=lti.start(store), ui_modules={"LtiSending": lti.SendingStatus},
         # The hub's login checks XSRF itself: a cookie without the form's _xsrf logs no one in,
         # and a console's token needs none.
         xsrf_cookies=False)

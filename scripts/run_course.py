@@ -8,8 +8,10 @@
 
 The secrets live under var/course/ (NIGHTJAR_COURSE_VAR; mode 0600): api-token (the hub's
 course-admin service: scripts and tests drive the course through JupyterHub's
-REST API with it), broker-password, instructor-password. Settings: the
-NIGHTJAR_COURSE_* variables (course/compose.yaml), NIGHTJAR_COURSE_PORT (the
+REST API with it), broker-password, instructor-password, crypt-key (JUPYTERHUB_CRYPT_KEY,
+which encrypts the users' auth_state), and lti/ (the course's LTI tool key, which the course's
+service makes on its first start). Settings: the NIGHTJAR_COURSE_* and NIGHTJAR_LTI_* variables
+(course/compose.yaml), NIGHTJAR_COURSE_PORT (the
 hub on 127.0.0.1, default 8800), and the lab's own NIGHTJAR_PYTHON_IMAGE,
 NIGHTJAR_DEBIAN_IMAGE and NIGHTJAR_COURSE_RABBITMQ_IMAGE for the base images.
 Standard library only.
@@ -53,6 +55,9 @@ def settings(environ):
                        ("NIGHTJAR_FARM_PASSWORD", "farm-password"),
                        ("NIGHTJAR_COURSE_SERVICE_TOKEN", "service-token")):
         env[name] = read_or_create(folder / kept, lambda: secrets.token_urlsafe(24))
+    env["NIGHTJAR_COURSE_CRYPT_KEY"] = read_or_create(folder / "crypt-key", lambda: secrets.token_hex(32))
+    (folder / "lti").mkdir(mode=0o700, exist_ok=True)
+    env["NIGHTJAR_COURSE_LTI_FOLDER"] = str(folder / "lti")
     return env
 
 
@@ -134,6 +139,10 @@ def up(environ):
         lines.append(f"Learners sign up at {hub_url(env)}/hub/signup; the instructor authorizes"
                      f" them at {hub_url(env)}/hub/authorize")
     lines.append(f"The hub's API token (admin service course-admin): {shown(var(env) / 'api-token')}")
+    lines.append(f"LTI 1.3 (docs/instructors/lms.md): the tool's configuration {hub_url(env)}/hub/lti13/config,"
+                 f" its JWKS {hub_url(env)}/services/nightjar/lti/jwks;"
+                 + (" launches from the LMS are on." if env.get("NIGHTJAR_LTI_ISSUER")
+                    else " set the NIGHTJAR_LTI_* settings to take launches."))
     print("\n".join(lines))
 
 
