@@ -2,12 +2,12 @@
 """Measure a course (course/): what a learner's lab costs and how long learners wait, on this machine.
 
     .venv/bin/python benchmarks/course_bench.py [--learners 30] [--workers 10] [--arrivals 20]
-                                                [--grades 5,15,30] [--slots 2]
+                                                [--grades 5,15,30] [--slots N]
 
 A course of its own (tests/coursekit.py: the hub, its proxy, DockerSpawner, the course's
 RabbitMQ 4.3, the course's service and a grading farm with one grading host of --slots
-slots), removed afterwards. Learners sign up through the hub's form and are authorized
-by the instructor, as in a course. Figures:
+slots, one a core by default), removed afterwards. Learners sign up through the hub's form
+and are authorized by the instructor, as in a course. Figures:
 - login to a terminal ready: a learner's browser (Chromium) logs in at the hub's form,
   which leads to their lab (the hub starts it), and waits until the console's terminal
   is connected; one learner alone 5 times (p50, p95), then --arrivals learners arriving in
@@ -123,13 +123,13 @@ def main():
     parser.add_argument("--workers", type=int, default=10)
     parser.add_argument("--arrivals", type=int, default=20)
     parser.add_argument("--grades", default="5,15,30")
-    parser.add_argument("--slots", type=int, default=2, help="the grading host's slots")
+    parser.add_argument("--slots", type=int, help="the grading host's slots (default: one a core)")
     parser.add_argument("--keys", type=int, default=100)
     options = parser.parse_args()
     grades = [int(n) for n in options.grades.split(",")]
     figures = {}
     with tempfile.TemporaryDirectory() as folder:
-        course = Course(folder, NIGHTJAR_FARM_SLOTS=str(options.slots))
+        course = Course(folder, **({"NIGHTJAR_FARM_SLOTS": str(options.slots)} if options.slots else {}))
         started = time.monotonic()
         course.up()
         figures["make_course_s"] = round(time.monotonic() - started, 1)

@@ -13,15 +13,30 @@
 Then, on paper from those figures: 1,000 and 10,000 submissions on 10 and 50
 hosts like this machine (two slots each).
 
+--peak measures instead the end of a unit as a course meets it: 30 learners
+press Grade within 10 s (--grades, --within), each Grade sent as the course's
+service sends it (course/grading.py; a checkout without it: a collector
+process a Grade, as the service did before), to one grading host of one
+slot a core with nothing else to grade. Figures: the first
+and the median verdict after the first press, the last after the last press
+(budget: 40 s), and how many verdicts were not the ones the same handler got
+graded alone before the peak (the peak may not bend a verdict); the CPU a Grade
+costs on the grading host, its grading broker, the service's side and the farm
+broker; and, from those Grades alone, the per-Grade overhead: press to verdict,
+less the host's own grading of it.
+
 Uses a private farm broker and a private grading node; removes them afterwards.
 """
 
 import argparse
+import asyncio
 import json
 import os
 import re
+import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +44,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import GradingBroker  # noqa: E402
@@ -96,9 +112,132 @@ def failover(folder, url, grading, tmp):
     return retaken, stored
 
 
+# ---- the end of a unit: many Grades pressed at once -------------------------------------------
+
+
+def cpu_seconds(pids):
+    """CPU-seconds (user + system) these processes used, with their children waited for."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def node_cpu(node):
+    """A private node's CPU-seconds so far: every process of its process group."""
+    group = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.getpgid(int(entry.name)) == node.process.pid:
+                group.append(int(entry.name))
+        except OSError:
+            pass
+    return cpu_seconds(group)
+
+
+def service_cpu():
+    """CPU-seconds of this process and of the children it waited for (collector processes)."""
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def course_grade(url, tmp):
+    """The course's Grade: course/grading.py's, or (before it) a collector process a Grade."""
+    try:
+        from course.grading import Grading
+    except ImportError:
+        async def by_collector(learner, handler):
+            folder = tmp / "presses" / learner
+            (folder / learner).mkdir(parents=True)
+            (folder / learner / "handler.py").write_bytes(handler)
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "grader", "--handlers", str(folder), "--farm", url, "--json",
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                env=dict(os.environ, NIGHTJAR_LOCAL_VAR=str(tmp / "var")))
+            out, _ = await process.communicate()
+            [graded] = json.loads(out)["submissions"]
+            return graded["status"], [check["passed"] for check in graded["checks"]]
+        return by_collector, None
+    grading = Grading(url, folder=tmp / "service")
+
+    async def by_service(learner, handler):
+        graded = await grading.grade(learner, handler)
+        return graded.status, [check["passed"] for check in graded.checks]
+    return by_service, grading
+
+
+async def press(grade, presses):
+    """[(pressed, verdict's time, (status, [check passed]))] for [(seconds from now, learner,
+    handler.py)]."""
+    start = time.monotonic()
+
+    async def one(offset, learner, handler):
+        await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
+        pressed = time.monotonic()
+        verdict = await grade(learner, handler)
+        return pressed, time.monotonic(), verdict
+    return await asyncio.gather(*(one(*p) for p in presses))
+
+
+def peak(url, grading_broker, farm_node, grading_node, tmp, grades, within):
+    handlers = [path.read_bytes() for path in CLASS.values()]
+    host = Host(url, "host-1", grading_broker, slots=len(os.sched_getaffinity(0)))  # one job a core
+    slots = int(re.search(r"taking up to (\d+) job", host.output.wait_for(r"^Connected")).group(1))
+    loop = asyncio.new_event_loop()
+    grade, grading = course_grade(url, tmp)
+    try:
+        # Each handler of the peak graded alone first (the first twice: it warms the host up):
+        # the per-Grade overhead, and the verdicts the peak must give too.
+        overheads, quiet = [], {}
+        used = range(min(grades, len(handlers)))
+        for number, which in enumerate([0, *used]):
+            learner = f"alone{number}"
+            [(pressed, answered, quiet[which])] = loop.run_until_complete(
+                press(grade, [(0, learner, handlers[which])]))
+            done = host.output.wait_for(rf"^Done '{learner}' .*\(([\d.]+) s\)\.$")
+            overheads.append(answered - pressed - float(re.search(r"\(([\d.]+) s\)\.$", done).group(1)))
+        before = (cpu_seconds([host.process.pid]), node_cpu(grading_node), service_cpu(),
+                  node_cpu(farm_node))
+        presses = [(n * within / max(grades - 1, 1), f"learner{n:02}", handlers[n % len(handlers)])
+                   for n in range(grades)]  # the same order as `used`
+        load = os.getloadavg()[0]
+        results = loop.run_until_complete(press(grade, presses))
+        after = (cpu_seconds([host.process.pid]), node_cpu(grading_node), service_cpu(),
+                 node_cpu(farm_node))
+    finally:
+        if grading is not None:
+            loop.run_until_complete(grading.close())
+        loop.close()
+        host.stop()
+    first_press, last_press = results[0][0], results[-1][0]
+    verdicts = sorted(answered for _, answered, _ in results)
+    not_graded = sum(status != "graded" for _, _, (status, _) in results)
+    other = sum(verdict != quiet[n % len(handlers)] for n, (*_, verdict) in enumerate(results))
+    host_cpu, node, service, farm_broker = ((b - a) / grades for a, b in zip(before, after))
+    print(f"one Grade alone: a per-Grade overhead of {statistics.median(overheads[1:]):.2f} s"
+          " (press to verdict, less the host's grading of it)")
+    print(f"peak: {grades} Grades pressed within {within:g} s, one grading host of {slots} slots"
+          f" ({len(os.sched_getaffinity(0))} cores), load {load:.1f}: first verdict"
+          f" {verdicts[0] - first_press:.1f} s after the first press, median"
+          f" {statistics.median(verdicts) - first_press:.1f} s, last {verdicts[-1] - last_press:.1f} s"
+          f" after the last press; {not_graded} not graded, {other} verdicts other than the same"
+          " handler's graded alone")
+    print(f"peak CPU a Grade: {host_cpu + node:.2f} s on the grading host (grader and workers"
+          f" {host_cpu:.2f}, its grading broker {node:.2f}), {service:.2f} s the service's side,"
+          f" {farm_broker:.2f} s the farm broker")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
+    parser.add_argument("--peak", action="store_true", help="measure the end of a unit only")
+    parser.add_argument("--grades", type=int, default=30, help="with --peak: Grades pressed (30)")
+    parser.add_argument("--within", type=float, default=10.0,
+                        help="with --peak: seconds over which they are pressed (10)")
+    options = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("farm_bench needs root: the farm's hosts grade in the sandbox")
     count = len(CLASS)
@@ -110,13 +249,18 @@ def main():
         grading = GradingBroker(grading_node.url, grading_node.management_url)
         admin = Admin(farm_node.management_url, farm_node.url)
         folder = make_class(tmp / "class")
-        print(f"{count} submissions, {len(os.sched_getaffinity(0))} cores; farm broker and grading"
-              " node on this machine", flush=True)
 
         def fresh(run_name):
             tenant = admin.create_tenant("farm-bench")
             (tmp / run_name).mkdir()
             return tenant.url(port=farm_node.port), tmp / run_name
+
+        if options.peak:
+            url, folder_tmp = fresh("peak")
+            peak(url, grading, farm_node, grading_node, folder_tmp, options.grades, options.within)
+            return
+        print(f"{count} submissions, {len(os.sched_getaffinity(0))} cores; farm broker and grading"
+              " node on this machine", flush=True)
 
         local_seconds, local_report = local_batch(folder, grading)
         verdicts = {s["name"]: s["checks"] for s in local_report["submissions"]}

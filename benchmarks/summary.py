@@ -77,6 +77,20 @@ BENCHMARKS = [
         Figure("a class", "submissions/min", 40, True,
                r"sandboxed: +[\d.]+ s +([\d.]+) submissions/min"),
     ]),
+    # The end of a unit: 30 Grades pressed within 10 s, one grading host of 2 cores.
+    (["farm_bench.py", "--peak"], [
+        Figure("30 Grades in 10 s: first verdict after the first press", "s", 5, False,
+               r"first verdict ([\d.]+) s after the first press"),
+        Figure("30 Grades in 10 s: median verdict after the first press", "s", 25, False,
+               r"median ([\d.]+) s, last"),
+        Figure("30 Grades in 10 s: last verdict after the last press", "s", 40, False,
+               r"last ([\d.]+) s\s+after the last press"),
+        Figure("a Grade's overhead (press to verdict, less its grading)", "s", 0.2, False,
+               r"a per-Grade overhead of (-?[\d.]+) s"),
+        Figure("CPU a Grade on the grading host", "s", 2.0, False,
+               r"peak CPU a Grade: ([\d.]+) s on the grading host"),
+        Figure("CPU a Grade on the service's side", "s", 0.05, False, r"([\d.]+) s the service's side"),
+    ]),
     (["site_bench.py"], [
         Figure("registration POST, median", "ms", 10, False,
                r"Registration POST .*: median ([\d.]+) ms"),

@@ -13,11 +13,15 @@
   GET  report.html, report.csv   the class report as it stands (grader/class_report.py)
   POST grade-all    every learner's current handler.py graded on the farm: a running lab's
                     file as its console serves it, else the one of the learner's last Grade;
-                    in the background, the page saying so (and refreshing itself) until it ends
+                    in the background, the page saying so (and showing each verdict as it
+                    comes) until it ends
+  GET  verdicts?after=N   answers {"verdicts": COUNT} once the service has more than N
+                    verdicts (or after 25 s): the instructor's page waits on it
 
-Grading is the grading farm's (grader/farm.py: `python3 -m grader --handlers DIR --farm URL`),
-on a broker the labs cannot reach; the service keeps each learner's last Grade and the units
-they passed in a SQLite file of its own (NIGHTJAR_COURSE_SERVICE_DATA).
+Grading is the grading farm's (grader/farm.py), on a broker the labs cannot reach, through one
+connection for the service's life (course/grading.py); the service keeps each learner's last
+Grade, as each verdict comes, and the units they passed in a SQLite file of its own
+(NIGHTJAR_COURSE_SERVICE_DATA).
 """
 
 import asyncio
@@ -26,8 +30,6 @@ import json
 import os
 import re
 import sqlite3
-import sys
-import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
@@ -41,12 +43,12 @@ from grader.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
 
 from . import lti
-from .learners import STAFF_GROUP, names
+from .grading import Grading
+from .learners import STAFF_GROUP
 
 HERE = Path(__file__).resolve().parent
 HANDLER_LIMIT = 512 * 1024    # the farm's own limit (grader/farm.py)
 UNIT = re.compile(r"[a-z0-9-]{1,16}")  # "2", "cl-13-2": the units' keys (scenarios/units/table.py)
-GRADING_SECONDS = 900
 
 
 class Store:
@@ -71,9 +73,10 @@ class Store:
         self.db.execute("INSERT OR IGNORE INTO passed VALUES (?, ?, ?)", (learner, unit, now()))
 
     def last_grades(self):
-        """{learner: (time, Submission, handler.py)}."""
+        """{learner: (time, Submission, handler.py)} in the learners' order (verdicts are kept as
+        they come, in any order)."""
         return {learner: (at, submission_of(json.loads(data), learner), handler)
-                for learner, at, handler, data in self.db.execute("SELECT * FROM grades")}
+                for learner, at, handler, data in self.db.execute("SELECT * FROM grades ORDER BY learner")}
 
     def units_passed(self):
         found = {}
@@ -91,32 +94,6 @@ def submission_of(data, name):
                       host=data.get("host", ""))
 
 
-async def grade_on_farm(handlers):
-    """{learner: Submission} for {learner: handler.py bytes}, graded as one batch on the farm."""
-    folders = {names(learner).slug: learner for learner in handlers}
-    with tempfile.TemporaryDirectory() as folder:
-        for slug, learner in folders.items():
-            (Path(folder) / slug).mkdir()
-            (Path(folder) / slug / "handler.py").write_bytes(handlers[learner])
-        grader = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "grader", "--handlers", folder, "--farm", os.environ["NIGHTJAR_COURSE_FARM_URL"],
-            "--json", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        try:
-            stdout, stderr = await asyncio.wait_for(grader.communicate(), GRADING_SECONDS)
-        except asyncio.TimeoutError:
-            grader.kill()  # the farm's batch is abandoned, not left running
-            await grader.wait()
-            stdout, stderr = b"", f"no verdict in {GRADING_SECONDS} s".encode()
-    try:
-        found = json.loads(stdout)["submissions"]
-    except (ValueError, KeyError, TypeError):
-        why = (stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        return {learner: Submission(learner, ERROR, note=f"not graded: {why}") for learner in handlers}
-    return {folders[data["name"]]: submission_of(data, folders[data["name"]])
-            for data in found if data.get("name") in folders}
-
-
 def console_reply(submission):
     """What the lab console's Grade button reads (nightjar_console/grading.py)."""
     verdict = {"passed": submission.passed, "checks": submission.checks}
@@ -132,6 +109,8 @@ class Service:
     def __init__(self, store):
         self.store = store
         self.auth = HubOAuth.instance()  # the handlers' own (a singleton)
+        # Each verdict is kept as soon as it comes, whoever asked for it (a Grade, Grade all).
+        self.grading = Grading(os.environ["NIGHTJAR_COURSE_FARM_URL"], store.graded)
         self.grading_all = None   # the running Grade all (an asyncio task), if any
         self.grade_all_note = ""  # what the last Grade all did, for the instructor's page
 
@@ -166,8 +145,8 @@ class Service:
                 if current is not None:
                     handlers[user["name"]] = current
             self.grade_all_note = f"Grading {len(handlers)} learners' handler.py on the farm…"
-            for learner, submission in (await grade_on_farm(handlers)).items():
-                self.store.graded(learner, handlers[learner], submission)
+            await asyncio.gather(*(self.grading.grade(learner, handler)
+                                   for learner, handler in handlers.items()))
             note = f"Graded {len(handlers)} learners' handler.py on the farm"
             if from_last:
                 note += f" ({len(from_last)} whose lab is stopped: the handler.py of their last Grade)"
@@ -207,9 +186,7 @@ class Grade(LearnerApi):
         handler = self.request.body
         if not handler or len(handler) > HANDLER_LIMIT:
             raise tornado.web.HTTPError(400, reason=f"send handler.py, at most {HANDLER_LIMIT} bytes")
-        learner = self.current_user["name"]
-        submission = (await grade_on_farm({learner: handler}))[learner]
-        self.service.store.graded(learner, handler, submission)
+        submission = await self.service.grading.grade(self.current_user["name"], handler)
         self.finish(console_reply(submission))
 
 
@@ -252,7 +229,19 @@ class Page(Staff):
             rows.append({"name": user["name"], "running": bool(user.get("servers")),
                          "passed": passed.get(user["name"], []), "at": at, "submission": submission})
         self.render("instructor.html", rows=rows, note=self.service.grade_all_note,
-                    grading=self.service.grading_all is not None)
+                    grading=self.service.grading_all is not None,
+                    verdicts=self.service.grading.verdicts)
+
+
+class Verdicts(Staff):
+    """The instructor's page, while Grade all runs, waits here for the next verdict."""
+
+    async def get(self):
+        try:
+            seen = int(self.get_argument("after", "0"))
+        except ValueError:
+            raise tornado.web.HTTPError(400, reason="after=N, a number of verdicts") from None
+        self.finish({"verdicts": await self.service.grading.verdict_after(seen, 25)})
 
 
 class Report(Staff):
@@ -266,8 +255,8 @@ class Report(Staff):
 
 
 class GradeAll(Staff):
-    """Grade all runs apart from the request: a class's batch takes minutes on the farm, and the
-    instructor's page says it runs (refreshing itself) until it has ended."""
+    """Grade all runs apart from the request: a class takes minutes on the farm, and the
+    instructor's page says it runs (showing each verdict as it comes) until it has ended."""
 
     def post(self):
         self.service.start_grade_all()
@@ -277,10 +266,13 @@ class GradeAll(Staff):
 def make_app(store):
     prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
     shared = {"service": Service(store)}
+    # The farm's verdicts stored before a restart are kept at once, not at the next Grade.
+    tornado.ioloop.IOLoop.current().add_callback(shared["service"].grading.start)
     return tornado.web.Application([
         tornado.web.url(prefix, Page, shared, name="page"),
         (prefix + r"report\.(html|csv)", Report, shared),
         (prefix + "grade-all", GradeAll, shared),
+        (prefix + "verdicts", Verdicts, shared),
         (prefix + "grade", Grade, shared),
         (prefix + "progress", Progress, shared),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),

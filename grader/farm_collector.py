@@ -138,14 +138,17 @@ def open_batch(options, found):
 def publish(channel, store, batch_id, found):
     """Publish every job not yet published, each confirmed before it is marked so."""
     for job_id, position, name, _, published, _ in store.jobs():
-        if published:
-            continue
-        handler = found[position][1]
-        job = farm.Job(batch_id, job_id, name, {"handler.py": handler.read_bytes()})
-        body, properties = farm.job_message(job)
-        channel.basic_publish(farm.JOBS, farm.results_queue(batch_id), body, properties,
-                              mandatory=True)
-        store.mark_published(job_id)
+        if not published:
+            handler = found[position][1]
+            publish_job(channel, store, farm.Job(batch_id, job_id, name,
+                                                 {"handler.py": handler.read_bytes()}))
+
+
+def publish_job(channel, store, job):
+    """One job, on a channel in confirm mode: marked published once the broker confirmed it."""
+    body, properties = farm.job_message(job)
+    channel.basic_publish(farm.JOBS, farm.results_queue(job.batch), body, properties, mandatory=True)
+    store.mark_published(job.job_id)
 
 
 class Collector:
@@ -155,7 +158,8 @@ class Collector:
         self.last_result = time.monotonic()
 
     def take(self, properties, body):
-        """Store one message from the results queue (a result or a dead job)."""
+        """Store one message from the results queue (a result or a dead job): the job's ID when
+        this is its first result, else None (a duplicate, or a message ignored)."""
         reason = farm.death_reason(properties)
         if reason is not None:
             job_id = properties.message_id
@@ -173,11 +177,12 @@ class Collector:
         if not isinstance(job_id, str) or not self.store.knows(job_id):
             say(f"Ignored a result for a job not in batch {self.batch_id}: {job_id!r}.", sys.stderr)
             return
-        if self.store.record(job_id, *fields):
-            self.last_result = time.monotonic()
-            done = self.total - self.store.missing()
-            if self.progress:
-                self.progress(done, self.total, self.store.submission(job_id))
+        if not self.store.record(job_id, *fields):
+            return None
+        self.last_result = time.monotonic()
+        if self.progress:
+            self.progress(self.total - self.store.missing(), self.total, self.store.submission(job_id))
+        return job_id
 
     def collect(self, connection):
         """Take results until none is missing."""

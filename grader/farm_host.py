@@ -47,8 +47,11 @@ def parse_options(argv):
                     " sandbox, publish its result, then ack the job.")
     parser.add_argument("--farm", required=True, metavar="URL",
                         help="the farm broker's AMQP URL (amqp://user:password@host:5672/vhost)")
-    parser.add_argument("--slots", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
-                        help="jobs graded at the same time (default: the number of cores)")
+    # A grading is CPU-bound: one job a core keeps the cores busy and no grading waits for them.
+    parser.add_argument("--slots", type=int, metavar="N",
+                        default=os.environ.get("NIGHTJAR_FARM_SLOTS") or len(os.sched_getaffinity(0)),
+                        help="jobs graded at the same time (default: NIGHTJAR_FARM_SLOTS, else the"
+                             " number of cores)")
     parser.add_argument("--name", default=socket.gethostname(),
                         help="this host's name in the results (default: the machine's name)")
     parser.add_argument("--amqp-url", metavar="URL",

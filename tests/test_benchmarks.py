@@ -1,5 +1,6 @@
 """The benchmark scripts (make bench) still run against the code they measure, in a short form."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -56,6 +57,23 @@ def test_cpu_bench_splits_a_gradings_cpu_and_times_forked_and_fresh_worker_start
     for line, how in zip(lines[3:], ("forked", "fresh"), strict=True):
         assert re.fullmatch(rf"a worker run finding no message, {how}: median +\d+\.\d ms of CPU"
                             r" \(\d+\.\d-\d+\.\d ms, 2 runs\)", line), line
+
+
+def test_farm_bench_presses_grades_as_a_course_does():
+    if sandbox.unavailable_reason() is not None:
+        pytest.skip(f"the farm's hosts grade in the sandbox: {sandbox.unavailable_reason()}")
+    lines = bench("farm_bench.py", "--peak", "--grades", "2", "--within", "0.5")
+    assert len(lines) == 3, lines
+    assert re.fullmatch(r"one Grade alone: a per-Grade overhead of -?\d+\.\d\d s \(press to verdict,"
+                        r" less the host's grading of it\)", lines[0]), lines[0]
+    assert re.fullmatch(rf"peak: 2 Grades pressed within 0\.5 s, one grading host of"
+                        rf" {len(os.sched_getaffinity(0))} slots \(\d+ cores\), load \d+\.\d: first verdict"
+                        r" \d+\.\d s after the first press, median \d+\.\d s, last \d+\.\d s after the last"
+                        r" press; 0 not graded, 0 verdicts other than the same handler's graded alone",
+                        lines[1]), lines[1]
+    assert re.fullmatch(r"peak CPU a Grade: \d+\.\d\d s on the grading host \(grader and workers"
+                        r" \d+\.\d\d, its grading broker \d+\.\d\d\), \d+\.\d\d s the service's side,"
+                        r" \d+\.\d\d s the farm broker", lines[2]), lines[2]
 
 
 def test_sandbox_bench_times_each_set_up_step():

@@ -203,12 +203,14 @@ def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages,
         assert "4. Interrupted after the commit" in cells[3], cells
     assert rows[2].locator("td").all_inner_texts()[1:3] == ["none yet", "not graded yet"]
     instructor.get_by_role("button", name="Grade all").click()
-    # It grades in the background: the page says so, and refreshes itself until it has ended.
+    # It grades in the background: the page says so, and shows itself anew at each verdict.
     expect(instructor.get_by_role("button", name="Grade all")).to_be_disabled()
     expect(instructor.get_by_role("status")).to_contain_text("This page refreshes itself until it has ended.")
     expect(instructor.get_by_role("status")).to_have_text(
         "Graded 3 learners' handler.py on the farm.", timeout=300_000)
     expect(instructor.get_by_role("button", name="Grade all")).to_be_enabled()
+    # The page waited on the service's count of verdicts kept: the two Grades and Grade all's three.
+    assert instructor.request.get(f"{course.url}/services/nightjar/verdicts?after=0").json() == {"verdicts": 5}
     # The failed checks' stories included, the page is no wider than the browser's window.
     assert instructor.evaluate("document.documentElement.scrollWidth <= innerWidth")
     document_screenshot(instructor, "course-instructors-page")  # the documentation's pictures

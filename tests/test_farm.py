@@ -7,6 +7,7 @@ death at one exact step, played by the test with the farm's own code: a
 connection that takes a job and closes without acking it, as a dead host's does.
 """
 
+import asyncio
 import json
 import os
 import re
@@ -20,7 +21,8 @@ from types import SimpleNamespace
 import pika
 import pytest
 
-from grader import batch, farm
+from course.grading import Grading, Jobs
+from grader import batch, farm, farm_host
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
 from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning
@@ -301,3 +303,75 @@ def test_bad_input_is_refused_in_one_line(farm_node, farm_url, grading_broker, t
     status, _, err = grader("--handler", str(folder / "syntax_error" / "handler.py"), "--farm", farm_url)
     assert (status, err.splitlines()[-1]) == (
         2, "python3 -m grader: error: --farm grades a class: add --handlers DIR")
+
+
+def test_a_host_takes_one_job_a_core_unless_told(monkeypatch):
+    monkeypatch.setenv("NIGHTJAR_FARM_SLOTS", "")  # as compose passes it when it is not set
+    assert farm_host.parse_options(["--farm", "amqp://x"]).slots == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("NIGHTJAR_FARM_SLOTS", "3")  # as compose passes it
+    assert farm_host.parse_options(["--farm", "amqp://x"]).slots == 3
+    assert farm_host.parse_options(["--farm", "amqp://x", "--slots", "1"]).slots == 1
+
+
+def test_the_courses_grades_each_verdict_handed_over_once_as_soon_as_it_is_stored(
+        farm_url, hosts, tmp_path):
+    """course/grading.py, the course's service's Grades: one connection, one results queue."""
+    handler = (WRONG / "syntax_error.py").read_bytes()
+    handed = []  # what the service would keep: (learner, handler.py, Submission), as each comes
+
+    async def until(condition, seconds=60):
+        for _ in range(seconds * 10):
+            if condition():
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError("waited in vain")
+
+    async def scenario():
+        grading = Grading(farm_url, lambda *verdict: handed.append(verdict), folder=tmp_path)
+        try:
+            await grades_and_a_restart(grading)
+        finally:
+            await grading.close()
+
+    async def grades_and_a_restart(grading):
+        grades = {name: asyncio.ensure_future(grading.grade(name, handler)) for name in ("ada", "bob")}
+        # A host takes one job, publishes its result (confirmed) and dies before its ack ...
+        dying, channel, _, properties, body = await asyncio.to_thread(take_a_job, farm_url)
+        held = farm.read_job(body)
+        [other] = set(grades) - {held.submission}
+        # ... while a real host grades the other: its verdict comes with the first job still out.
+        host = await asyncio.to_thread(hosts, "host-1")
+        graded = await grades[other]
+        assert (graded.status, graded.host) == ("graded", "host-1")
+        assert handed == [(other, handler, graded)] and not grades[held.submission].done()
+        results = dying.channel()
+        results.confirm_delivery()
+        results.basic_publish("", properties.reply_to, *farm.result_message(
+            held.job_id, batch.Submission(held.submission, farm.GRADED, graded.checks),
+            "host-that-died", 1.0), mandatory=True)
+        first = await grades[held.submission]
+        assert (first.name, first.host, first.checks) == (held.submission, "host-that-died", graded.checks)
+        dying.close()  # no ack: the job goes back, and its second result counts once
+        await asyncio.to_thread(host.output.wait_for,
+                                rf"^Took {held.submission!r} .*\(again: its last host stopped\)\.$")
+        jobs = Jobs(tmp_path / "grading.sqlite")
+        await until(lambda: jobs.duplicates() == 1)
+        assert [learner for learner, *_ in handed] == [other, held.submission]
+        # The service stops with a Grade published and not graded; started again, it keeps that
+        # verdict when it comes.
+        await asyncio.to_thread(host.stop)
+        asyncio.ensure_future(grading.grade("carol", handler))
+        await until(lambda: jobs_waiting(farm_url) == 1)
+        await grading.close()
+        again = Grading(farm_url, lambda *verdict: handed.append(verdict), folder=tmp_path)
+        again.start()
+        try:
+            await asyncio.to_thread(hosts, "host-2")
+            await until(lambda: len(handed) == 3)
+        finally:
+            await again.close()
+        assert handed[2][:2] == ("carol", handler) and handed[2][2].host == "host-2"
+        assert (again.verdicts, jobs.duplicates()) == (1, 1)
+        jobs.close()
+
+    asyncio.run(scenario())
