@@ -8,6 +8,7 @@ connection that takes a job and closes without acking it, as a dead host's does.
 """
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -374,4 +375,6 @@ def test_the_courses_grades_each_verdict_handed_over_once_as_soon_as_it_is_store
         assert (again.verdicts, jobs.duplicates()) == (1, 1)
         jobs.close()
 
-    asyncio.run(scenario())
+    # In its own thread: after a browser test, pytest-playwright's event loop runs in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, scenario()).result()
