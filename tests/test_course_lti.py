@@ -186,7 +186,8 @@ def test_a_refused_send_is_shown_on_the_class_page_and_the_retry_delivers_it_onc
     (sends,) = service_rows(course, "SELECT count(*) FROM lti_sends")[0]  # Mina's two, Leo's one
     posts = len(lms.score_posts)
     lms.refuse_scores = 1  # the LMS is down for the first of them
-    staff.get_by_role("button", name="Send all again").click()
+    with staff.expect_navigation():  # the form's answer is loaded before the page is reloaded below
+        staff.get_by_role("button", name="Send all again").click()
     wait_for(lambda: len(lms.score_posts) == posts + sends)
     refused = lms.score_posts[posts]
     staff.reload()  # within the first wait: the refused score waits for its retry
