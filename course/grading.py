@@ -29,7 +29,7 @@ from pathlib import Path
 import pika.exceptions
 
 from grader import farm
-from grader.farm_collector import Collector, Store, digest, publish_job
+from grader.farm.collector import Collector, Store, digest, publish_job
 from grader.reports import ERROR, Submission
 from nightjar.config import local_var_folder
 

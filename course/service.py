@@ -39,7 +39,7 @@ import tornado.web
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_escape_path
 
-from grader.class_report import csv_text, html_report
+from grader.reports.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
 
 from . import lti

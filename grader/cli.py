@@ -30,7 +30,8 @@ from pathlib import Path
 
 from nightjar import sandbox as sandboxing
 
-from . import one_handler, reports
+from . import reports
+from .handler import grading
 from .options import TRUSTED_NOTE, parse_options
 
 
@@ -72,8 +73,8 @@ def _terminate(signum, frame):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:
-        from . import farm_host  # a grading host of the farm
-        return farm_host.main(argv[1:])
+        from .farm import host  # a grading host of the farm
+        return host.main(argv[1:])
     options = parse_options(argv)
     # SIGTERM and SIGHUP end the grader like Ctrl+C: the private node and the
     # workers are stopped by the finally blocks.
@@ -84,12 +85,12 @@ def main(argv=None):
         # arrive ignored; Ctrl+C must still stop the node and the workers.
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.farm is not None:
-        from . import farm_collector  # the grading hosts sandbox and grade; this side collects
+        from .farm import collector  # the grading hosts sandbox and grade; this side collects
         try:
-            return farm_collector.main(options)
+            return collector.main(options)
         except KeyboardInterrupt:
             return 130
-    handler = Path(options.handler or one_handler.default_handler())
+    handler = Path(options.handler or grading.default_handler())
     started = time.monotonic()
     route, error, results, where = None, None, [], ""
     try:
@@ -107,13 +108,13 @@ def main(argv=None):
         if options.handlers is not None:
             if error is not None:
                 return reports.cannot_grade(options, error)
-            from . import batch  # only a class run needs it
+            from .class_run import batch  # only a class run needs it
             return batch.main(options, route)
         if error is None:
-            results, error, where = one_handler.grade(options, sandbox_route=route)
+            results, error, where = grading.grade(options, sandbox_route=route)
     except KeyboardInterrupt:
         print("Grading interrupted; the private broker and the workers were stopped.",
               file=sys.stderr)
         return 130
-    return one_handler.show(options, handler, route, results, error, where,
+    return grading.show(options, handler, route, results, error, where,
                             time.monotonic() - started)

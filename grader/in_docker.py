@@ -33,8 +33,10 @@ from pathlib import Path
 from nightjar.config import REPO_ROOT
 from nightjar.sandbox import UID_BASE_ENV
 
-from . import batch, report_files, reports
-from .findings import Result
+from . import reports
+from .class_run import batch
+from .handler.findings import Result
+from .reports import files as report_files
 
 IMAGE = "nightjar/grader-sandbox:local"
 DOCKERFILE = "grader/sandbox.Dockerfile"

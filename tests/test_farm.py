@@ -23,7 +23,9 @@ import pika
 import pytest
 
 from course.grading import Grading, Jobs
-from grader import batch, farm, farm_host
+from grader import farm
+from grader.class_run import batch
+from grader.farm import host as farm_host
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
 from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning

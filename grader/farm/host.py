@@ -36,8 +36,9 @@ from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from nightjar.sandbox.rabbitadmin import default_management_url
 
-from . import batch, farm
-from .options import add_time_limits
+from grader import farm
+from grader.class_run import batch
+from grader.options import add_time_limits
 
 
 def parse_options(argv):

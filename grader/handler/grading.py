@@ -23,8 +23,11 @@ from nightjar.harness import gradingnode, processes
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
 from nightjar.sandbox.rabbitadmin import default_management_url
 
-from . import live, report_files, reports, runner
-from .options import TRUSTED_NOTE
+from grader import reports
+from grader.options import TRUSTED_NOTE
+from grader.reports import files as report_files
+
+from . import live, runner
 
 
 def default_handler():

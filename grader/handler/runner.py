@@ -12,7 +12,7 @@ from nightjar.harness import processes
 from nightjar.harness.lab import Lab, compile_packages, copy_workstation
 from nightjar.sandbox import Tampered
 
-from . import story
+from . import trial_story as story
 from .checks import CHECKS
 from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result
 

@@ -27,8 +27,9 @@ import pika.exceptions
 
 from nightjar.config import local_var_folder, redact_url
 
-from . import batch, farm, reports
-from .reports import ERROR, REFUSED, Submission
+from grader import farm, reports
+from grader.class_run import batch
+from grader.reports import ERROR, REFUSED, Submission
 
 BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # Without a result for this long, the collector says how many jobs wait and how many hosts serve.

@@ -23,7 +23,7 @@ there is marked as one RabbitMQ never took.
 
 from nightjar.events import shorten
 
-from . import reports
+from grader import reports
 from .findings import EFFECT_WHERE, describe_error, settle_call
 
 # A forged or runaway events file must not make a story of megabytes.
