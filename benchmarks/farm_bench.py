@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure the grading farm (grader/farm.py) on this machine, as root (its hosts grade in the sandbox).
+"""Measure the grading farm (grader/farm/) on this machine, as root (its hosts grade in the sandbox).
 
 1. Coordination: the same class graded by a local batch (--jobs 2) and by a
    farm of one host with two slots, on the same grading node: what the farm

@@ -4,11 +4,11 @@
    python3 -m grader --handlers DIR [--jobs N] [--amqp-url URL [--management-url URL]] [--json]
                     [--junit FILE] [--trusted | --sandbox linux|docker]
    python3 -m grader --handlers DIR --farm URL [--batch ID] [--json] [--junit FILE]
-   python3 -m grader serve --farm URL [--slots N]      (a grading host: grader/farm_host.py)
+   python3 -m grader serve --farm URL [--slots N]      (a grading host: grader/farm/host.py)
 
 This module chooses the route and hands over to its entry point: one handler
-(grader/one_handler.py), a class (grader/batch.py), a farm collector
-(grader/farm_collector.py), a farm host (grader/farm_host.py) or the Docker
+(grader/handler/grading.py), a class (grader/class_run/batch.py), a farm collector
+(grader/farm/collector.py), a farm host (grader/farm/host.py) or the Docker
 route (grader/in_docker.py); the options are grader/options.py's.
 
 Where handler.py runs (see nightjar/sandbox/ and grader/in_docker.py):

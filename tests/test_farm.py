@@ -1,4 +1,4 @@
-"""The grading farm (grader/farm.py): a farm broker, real grading hosts, real kills and a broker crash.
+"""The grading farm (grader/farm/): a farm broker, real grading hosts, real kills and a broker crash.
 
 A private RabbitMQ node is the farm broker; each test has a vhost of its own
 on it. The hosts grade on the session's grading broker, in the sandbox. A

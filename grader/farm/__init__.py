@@ -1,7 +1,7 @@
 """A grading farm on RabbitMQ: what the instructor's collector and the grading hosts share.
 
-    python3 -m grader --handlers DIR --farm URL [--batch ID]      the collector (grader/farm_collector.py)
-    python3 -m grader serve --farm URL [--slots N]                a grading host (grader/farm_host.py)
+    python3 -m grader --handlers DIR --farm URL [--batch ID]      the collector (collector.py)
+    python3 -m grader serve --farm URL [--slots N]                a grading host (host.py)
 
 The farm broker is any RabbitMQ both sides reach. On it:
 
