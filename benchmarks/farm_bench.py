@@ -51,7 +51,7 @@ from conftest import GradingBroker  # noqa: E402
 from farmkit import Host, collector, finished  # noqa: E402
 from labkit import HANDLERS  # noqa: E402
 from nightjar.harness.rabbitnode import PrivateNode  # noqa: E402
-from nightjar.sandbox.rabbitadmin import Admin  # noqa: E402
+from nightjar.rabbitadmin import Admin  # noqa: E402
 
 WRONG = ROOT / "tests" / "handlers"
 CLASS = {"unit3": HANDLERS["unit3"], "unit2": HANDLERS["unit2"], "starting": HANDLERS["starting"],

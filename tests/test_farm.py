@@ -32,7 +32,7 @@ from labkit import HANDLERS, ROOT, processes_mentioning
 from nightjar import sandbox
 from nightjar.config import redact_url
 from nightjar.harness.rabbitnode import PrivateNode, free_port
-from nightjar.sandbox.rabbitadmin import Admin
+from nightjar.rabbitadmin import Admin
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"farm hosts grade in the sandbox: {sandbox.unavailable_reason()}")

@@ -44,7 +44,7 @@ from grader.handler.findings import REASON_LIMIT
 from grader.reports import files as report_files
 from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
-from nightjar.sandbox.rabbitadmin import default_management_url
+from nightjar.rabbitadmin import default_management_url
 from grader.reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 
 # Bytes of a grader's output kept; a grader's JSON report is a few kilobytes.

@@ -34,7 +34,7 @@ import pika.exceptions
 from nightjar.config import redact_url
 from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
-from nightjar.sandbox.rabbitadmin import default_management_url
+from nightjar.rabbitadmin import default_management_url
 
 from grader import farm
 from grader.class_run import batch

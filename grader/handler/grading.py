@@ -21,7 +21,7 @@ from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, local_var_fol
                              workstation_folder)
 from nightjar.harness import gradingnode, processes
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
-from nightjar.sandbox.rabbitadmin import default_management_url
+from nightjar.rabbitadmin import default_management_url
 
 from grader import reports
 from grader.options import TRUSTED_NOTE
