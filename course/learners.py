@@ -41,7 +41,7 @@ from nightjar.rabbitadmin import Admin, AdminError, Tenant, default_management_u
 
 # The lab's container and the learner's volume, named after the course (its compose project:
 # two courses on one Docker engine never share a name) and the slug; the course's spawner
-# hook sets them (course/jupyterhub_config.py).
+# hook sets them (course/spawners.py).
 CONTAINER_TEMPLATE = "{course}-{slug}"
 VOLUME_TEMPLATE = "{course}-{slug}-files"
 RABBIT_TEMPLATE = "learner-{slug}"  # the vhost and the RabbitMQ user: each course has its broker
