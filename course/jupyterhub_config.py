@@ -105,33 +105,7 @@ else:
     # The group course-staff follows a launch's roles; a login with the form leaves groups as they are.
     c.Authenticator.manage_groups = True
 c.Authenticator.admin_users = {instructor}
-
-
-class NoStatsd:
-    """NativeAuthenticator 1.3 (its newest release) still times its login with the statsd client
-    JupyterHub 5 removed: without this, every login answers 500."""
-
-    def timer(self, name):
-        return self
-
-    def start(self):
-        return self
-
-    def stop(self, send=True):
-        pass
-
-
-def native_login_on_jupyterhub_6():
-    from nativeauthenticator import handlers
-
-    login = handlers.LoginHandler
-    login.statsd = NoStatsd()
-    render = login._render
-    # JupyterHub 6 renders a refused form through _render(sync=True, message=...).
-    login._render = lambda self, login_error=None, username=None, **ignored: render(self, login_error, username)
-
-
-native_login_on_jupyterhub_6()
+lti_login.native_login_on_jupyterhub_6()  # NativeAuthenticator's login form on JupyterHub 6
 c.Authenticator.allow_all = True  # whoever the authenticator lets in (NativeAuthenticator: authorized)
 
 # ---- the labs (course/spawners.py) -------------------------------------------------------
