@@ -122,6 +122,17 @@ def grade(options, timings=None, sandbox_route=None):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def main(options, route, error=None, started=None):
+    """Grade one handler on `route` (None: not sandboxed) and show its verdict; error: why it
+    cannot be graded at all. The exit status."""
+    started = time.monotonic() if started is None else started
+    handler = Path(options.handler or default_handler())
+    results, where = [], ""
+    if error is None:
+        results, error, where = grade(options, sandbox_route=route)
+    return show(options, handler, route, results, error, where, time.monotonic() - started)
+
+
 def show(options, handler, route, results, error, where, seconds):
     """Print one handler's verdict (text or JSON) and write its report files; the exit status."""
     problem = report_files.save(options, [reports.single(str(handler), results, error, seconds)])
