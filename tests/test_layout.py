@@ -1,5 +1,6 @@
-"""The folders show who trusts whom: grader/ and its parts import without a circle, nightjar/sandbox/ never
-imports the grader, and no Python module of the repository is over 400 lines."""
+"""The folders show who trusts whom: grader/ and its parts import without a circle,
+nightjar/sandbox/ never imports the grader, and no Python module of the repository is over
+400 lines."""
 
 import ast
 import subprocess
