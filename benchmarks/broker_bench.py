@@ -34,7 +34,7 @@ from cpu_bench import beam_pid, process_cpu  # noqa: E402
 from nightjar import broker  # noqa: E402
 from nightjar.config import Settings  # noqa: E402
 from nightjar.harness import gradingnode  # noqa: E402
-from nightjar.sandbox import rabbitadmin  # noqa: E402
+from nightjar import rabbitadmin  # noqa: E402
 
 
 def measured(beam, work):

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import one_handler  # noqa: E402
+from grader.handler import grading  # noqa: E402
 from grader.options import parse_options  # noqa: E402
 from nightjar import sandbox  # noqa: E402
 from nightjar.harness import gradingnode  # noqa: E402
@@ -78,9 +78,9 @@ def main():
         print(f"route: {'sandboxed' if route else 'trusted'}; a warm-up grading first")
         for run in range(0, args.runs + 1):
             options = parse_options(["--handler", args.handler, "--skip-live"])
-            timings = one_handler.Timings()
+            timings = grading.Timings()
             before = own_cpu(resource.RUSAGE_SELF), own_cpu(resource.RUSAGE_CHILDREN), process_cpu(beam)
-            results, error, _ = one_handler.grade(options, timings, sandbox_route=route)
+            results, error, _ = grading.grade(options, timings, sandbox_route=route)
             time.sleep(0.5)  # the broker's own work after the grading (queues deleted) counts too
             after = own_cpu(resource.RUSAGE_SELF), own_cpu(resource.RUSAGE_CHILDREN), process_cpu(beam)
             if error:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure the grading farm (grader/farm.py) on this machine, as root (its hosts grade in the sandbox).
+"""Measure the grading farm (grader/farm/) on this machine, as root (its hosts grade in the sandbox).
 
 1. Coordination: the same class graded by a local batch (--jobs 2) and by a
    farm of one host with two slots, on the same grading node: what the farm
@@ -51,7 +51,7 @@ from conftest import GradingBroker  # noqa: E402
 from farmkit import Host, collector, finished  # noqa: E402
 from labkit import HANDLERS  # noqa: E402
 from nightjar.harness.rabbitnode import PrivateNode  # noqa: E402
-from nightjar.sandbox.rabbitadmin import Admin  # noqa: E402
+from nightjar.rabbitadmin import Admin  # noqa: E402
 
 WRONG = ROOT / "tests" / "handlers"
 CLASS = {"unit3": HANDLERS["unit3"], "unit2": HANDLERS["unit2"], "starting": HANDLERS["starting"],

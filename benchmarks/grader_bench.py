@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import one_handler  # noqa: E402
+from grader.handler import grading  # noqa: E402
 from grader.options import parse_options  # noqa: E402
 from nightjar import sandbox  # noqa: E402
 from nightjar.harness import gradingnode  # noqa: E402
@@ -52,9 +52,9 @@ def main():
     for run in range(1, args.runs + 1):
         for route in routes:
             options = parse_options(["--handler", args.handler, "--skip-live"])
-            timings = one_handler.Timings()
+            timings = grading.Timings()
             start = time.monotonic()
-            results, error, _ = one_handler.grade(options, timings,
+            results, error, _ = grading.grade(options, timings,
                                                sandbox_route="linux" if route == "sandboxed" else None)
             total = time.monotonic() - start
             if error:

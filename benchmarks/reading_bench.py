@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import runner  # noqa: E402
+from grader.handler import runner  # noqa: E402
 from nightjar import db as database, registrations  # noqa: E402
 from nightjar.harness import reading  # noqa: E402
 from nightjar.harness.lab import Lab  # noqa: E402

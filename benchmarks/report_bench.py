@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import class_report  # noqa: E402
+from grader.reports import class_report  # noqa: E402
 from grader.reports import Submission  # noqa: E402
 
 

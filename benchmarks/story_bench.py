@@ -6,7 +6,7 @@
 On one private RabbitMQ node, each round grades the unit 2 solution (two
 checks fail, so two stories are told) and the unit 3 solution (every
 check passes: only each run's ticket read is paid) twice: as the grader
-does, and with grader/story.py's two calls made into nothing. As root the
+does, and with grader/handler/trial_story.py's two calls made into nothing. As root the
 checks run sandboxed, as `make grade` runs them (--trusted: not). Prints
 the median seconds of the checks and the difference. Budget: at most 5 %.
 """
@@ -21,17 +21,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grader import runner, steps, story  # noqa: E402
+from grader.handler import runner, steps, trial_story  # noqa: E402
 from nightjar import sandbox as sandboxing  # noqa: E402
 from nightjar.harness.rabbitnode import PrivateNode  # noqa: E402
 
 HANDLERS = {"unit 2 (2 stories)": ROOT / "scenarios" / "unit2-ack-after-commit" / "solution" / "handler.py",
             "unit 3 (none)": ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"}
-TOLD = (steps.record_run, story.tell)
+TOLD = (steps.record_run, trial_story.tell)
 
 
 def stories(on):
-    steps.record_run, story.tell = TOLD if on else (lambda *args, **kwargs: None, lambda lab: None)
+    steps.record_run, trial_story.tell = TOLD if on else (lambda *args, **kwargs: None, lambda lab: None)
 
 
 def checks_time(handler, node, sandboxed):

@@ -42,7 +42,7 @@ WAITING, FAILED, SENT = "waiting", "failed", "sent"
 
 
 def score_of(submission):
-    """The AGS score of a graded Submission (grader/reports.py), without userId and timestamp."""
+    """The AGS score of a graded Submission (grader/reports/), without userId and timestamp."""
     passed = sum(1 for check in submission.checks if check["passed"])
     failed = [check["name"] for check in submission.checks if not check["passed"]]
     comment = f"{passed} of {len(submission.checks)} checks passed."

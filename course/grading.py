@@ -1,4 +1,4 @@
-"""The course's Grades on its grading farm (grader/farm.py): one connection and one results queue
+"""The course's Grades on its grading farm (grader/farm/): one connection and one results queue
 for the service's whole life, and each verdict handed over as soon as its result is stored.
 
     grading = Grading(farm_url, on_verdict)     # on_verdict(learner, handler, Submission)
@@ -8,7 +8,7 @@ for the service's whole life, and each verdict handed over as soon as its result
     await grading.close()
 
 Every Grade, a learner's or one of Grade all's, is a job of the service's standing farm batch,
-kept with its handler.py in grading.sqlite (grader/farm_collector.py's Store; beside the
+kept with its handler.py in grading.sqlite (grader/farm/collector.py's Store; beside the
 collector's batches under var/farm/). A thread of its own holds the farm connection:
 it publishes each job as the collector does (confirmed by the broker before it counts as
 published), and takes the results from the batch's own quorum queue, declared once. A result
@@ -29,7 +29,7 @@ from pathlib import Path
 import pika.exceptions
 
 from grader import farm
-from grader.farm_collector import Collector, Store, digest, publish_job
+from grader.farm.collector import Collector, Store, digest, publish_job
 from grader.reports import ERROR, Submission
 from nightjar.config import local_var_folder
 

@@ -37,11 +37,11 @@ from urllib.parse import quote, urlsplit
 
 from nightjar import keyfile
 from nightjar.config import local_var_folder
-from nightjar.sandbox.rabbitadmin import Admin, AdminError, Tenant, default_management_url
+from nightjar.rabbitadmin import Admin, AdminError, Tenant, default_management_url
 
 # The lab's container and the learner's volume, named after the course (its compose project:
 # two courses on one Docker engine never share a name) and the slug; the course's spawner
-# hook sets them (course/jupyterhub_config.py).
+# hook sets them (course/spawners.py).
 CONTAINER_TEMPLATE = "{course}-{slug}"
 VOLUME_TEMPLATE = "{course}-{slug}-files"
 RABBIT_TEMPLATE = "learner-{slug}"  # the vhost and the RabbitMQ user: each course has its broker

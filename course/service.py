@@ -10,7 +10,7 @@
   GET  /            the instructor's page: every learner, the units they passed, their last
                     Grade with its failed checks; for the hub's admins and its group
                     course-staff (the hub's OAuth login)
-  GET  report.html, report.csv   the class report as it stands (grader/class_report.py)
+  GET  report.html, report.csv   the class report as it stands (grader/reports/class_report.py)
   POST grade-all    every learner's current handler.py graded on the farm: a running lab's
                     file as its console serves it, else the one of the learner's last Grade;
                     in the background, the page saying so (and showing each verdict as it
@@ -18,7 +18,7 @@
   GET  verdicts?after=N   answers {"verdicts": COUNT} once the service has more than N
                     verdicts (or after 25 s): the instructor's page waits on it
 
-Grading is the grading farm's (grader/farm.py), on a broker the labs cannot reach, through one
+Grading is the grading farm's (grader/farm/), on a broker the labs cannot reach, through one
 connection for the service's life (course/grading.py); the service keeps each learner's last
 Grade, as each verdict comes, and the units they passed in a SQLite file of its own
 (NIGHTJAR_COURSE_SERVICE_DATA).
@@ -39,7 +39,7 @@ import tornado.web
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_escape_path
 
-from grader.class_report import csv_text, html_report
+from grader.reports.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
 
 from . import lti
@@ -47,7 +47,7 @@ from .grading import Grading
 from .learners import STAFF_GROUP
 
 HERE = Path(__file__).resolve().parent
-HANDLER_LIMIT = 512 * 1024    # the farm's own limit (grader/farm.py)
+HANDLER_LIMIT = 512 * 1024    # the farm's own limit (grader/farm/)
 UNIT = re.compile(r"[a-z0-9-]{1,16}")  # "2", "cl-13-2": the units' keys (scenarios/units/table.py)
 
 

@@ -4,11 +4,11 @@
    python3 -m grader --handlers DIR [--jobs N] [--amqp-url URL [--management-url URL]] [--json]
                     [--junit FILE] [--trusted | --sandbox linux|docker]
    python3 -m grader --handlers DIR --farm URL [--batch ID] [--json] [--junit FILE]
-   python3 -m grader serve --farm URL [--slots N]      (a grading host: grader/farm_host.py)
+   python3 -m grader serve --farm URL [--slots N]      (a grading host: grader/farm/host.py)
 
 This module chooses the route and hands over to its entry point: one handler
-(grader/one_handler.py), a class (grader/batch.py), a farm collector
-(grader/farm_collector.py), a farm host (grader/farm_host.py) or the Docker
+(grader/handler/grading.py), a class (grader/class_run/batch.py), a farm collector
+(grader/farm/collector.py), a farm host (grader/farm/host.py) or the Docker
 route (grader/in_docker.py); the options are grader/options.py's.
 
 Where handler.py runs (see nightjar/sandbox/ and grader/in_docker.py):
@@ -26,11 +26,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from nightjar import sandbox as sandboxing
 
-from . import one_handler, reports
+from . import reports
+from .handler import grading
 from .options import TRUSTED_NOTE, parse_options
 
 
@@ -69,29 +69,44 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["serve"]:
-        from . import farm_host  # a grading host of the farm
-        return farm_host.main(argv[1:])
-    options = parse_options(argv)
-    # SIGTERM and SIGHUP end the grader like Ctrl+C: the private node and the
-    # workers are stopped by the finally blocks.
+def _end_like_ctrl_c():
+    """SIGTERM and SIGHUP end the grader like Ctrl+C: the private node and the workers are
+    stopped by the finally blocks."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
         signal.signal(signal.SIGHUP, _terminate)
         # Started in the background of a non-interactive shell, SIGINT would
         # arrive ignored; Ctrl+C must still stop the node and the workers.
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def main(argv=None):
+    """The routes, in one place: a grading host, a class on the farm, or grading here (one
+    handler or a class, on this machine or in a container); the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        from .farm import host  # a grading host of the farm
+        return host.main(argv[1:])
+    options = parse_options(argv)
+    _end_like_ctrl_c()
     if options.farm is not None:
-        from . import farm_collector  # the grading hosts sandbox and grade; this side collects
+        from .farm import collector  # the grading hosts sandbox and grade; this side collects
         try:
-            return farm_collector.main(options)
+            return collector.main(options)
         except KeyboardInterrupt:
             return 130
-    handler = Path(options.handler or one_handler.default_handler())
+    try:
+        return grade_here(options)
+    except KeyboardInterrupt:
+        print("Grading interrupted; the private broker and the workers were stopped.",
+              file=sys.stderr)
+        return 130
+
+
+def grade_here(options):
+    """One handler or a class, in the sandbox the options and this machine allow; the exit status."""
     started = time.monotonic()
-    route, error, results, where = None, None, [], ""
+    route, error = None, None
     try:
         route = choose_sandbox(options)
         if route == "linux":
@@ -100,20 +115,15 @@ def main(argv=None):
         error = str(problem)
     except sandboxing.Unavailable as problem:
         error = f"{problem}; {TRUSTED_NOTE}"
-    try:
-        if error is None and route == "docker":
+    if options.handlers is not None:  # a class
+        if error is not None:
+            return reports.cannot_grade(options, error)
+        if route == "docker":
             from . import in_docker  # the same grader and sandbox, as root in a container
-            return in_docker.main(options)
-        if options.handlers is not None:
-            if error is not None:
-                return reports.cannot_grade(options, error)
-            from . import batch  # only a class run needs it
-            return batch.main(options, route)
-        if error is None:
-            results, error, where = one_handler.grade(options, sandbox_route=route)
-    except KeyboardInterrupt:
-        print("Grading interrupted; the private broker and the workers were stopped.",
-              file=sys.stderr)
-        return 130
-    return one_handler.show(options, handler, route, results, error, where,
-                            time.monotonic() - started)
+            return in_docker.grade_class(options)
+        from .class_run import batch  # only a class run needs it
+        return batch.main(options, route)
+    if route == "docker":  # one handler
+        from . import in_docker
+        return in_docker.grade_one(options)
+    return grading.main(options, route, error, started)

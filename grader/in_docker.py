@@ -33,8 +33,10 @@ from pathlib import Path
 from nightjar.config import REPO_ROOT
 from nightjar.sandbox import UID_BASE_ENV
 
-from . import batch, report_files, reports
-from .findings import Result
+from . import reports
+from .class_run import batch
+from .handler.findings import Result
+from .reports import files as report_files
 
 IMAGE = "nightjar/grader-sandbox:local"
 DOCKERFILE = "grader/sandbox.Dockerfile"
@@ -110,36 +112,50 @@ def grade_in_container(options, mounts, grader_args, on_progress):
     return status, report
 
 
-def main(options):
-    """Grade in a container; print and write the reports; the exit status."""
+def _progress(options):
+    """Where a container's progress lines go: printed, unless the output is JSON."""
+    return (lambda line: None) if options.json else (lambda line: print(line, flush=True))
+
+
+def grade_class(options):
+    """Grade the class (--handlers) in a container; print and write its reports; the exit status."""
     problem = refusal(options)
     if problem:
         return reports.cannot_grade(options, problem)
-    show = (lambda line: None) if options.json else (lambda line: print(line, flush=True))
     try:
-        if options.handlers is not None:
-            found = batch.discover(options.handlers)
-            count = sum(handler is not None for _, handler in found)
-            if count and not options.json:
-                print(f"Grading {count} submissions in {options.handlers} (in a container: a private"
-                      " RabbitMQ node, throwaway databases, each in a sandbox of its own;"
-                      f" {options.jobs} at a time)", flush=True)
-            args = ["--handlers", "/class", "--jobs", str(options.jobs),
-                    "--submission-timeout", f"{options.submission_timeout:g}"]
-            status, report = grade_in_container(
-                options, [(Path(options.handlers).resolve(), "/class")], args, show)
-            if "error" in report:
-                return reports.cannot_grade(options, report["error"])
-            submissions = [reports.Submission(s["name"], s["status"], s["checks"], s.get("note", ""))
-                           for s in report["submissions"]]
-            return batch.report_class(options, submissions)
-        handler = Path(options.handler).resolve()
-        if not handler.is_file():
-            return reports.cannot_grade(options, f"no handler.py at {options.handler}")
+        found = batch.discover(options.handlers)
+        count = sum(handler is not None for _, handler in found)
+        if count and not options.json:
+            print(f"Grading {count} submissions in {options.handlers} (in a container: a private"
+                  " RabbitMQ node, throwaway databases, each in a sandbox of its own;"
+                  f" {options.jobs} at a time)", flush=True)
+        args = ["--handlers", "/class", "--jobs", str(options.jobs),
+                "--submission-timeout", f"{options.submission_timeout:g}"]
+        status, report = grade_in_container(
+            options, [(Path(options.handlers).resolve(), "/class")], args, _progress(options))
+    except (batch.BatchError, DockerRouteError) as error:
+        return reports.cannot_grade(options, str(error))
+    if "error" in report:
+        return reports.cannot_grade(options, report["error"])
+    submissions = [reports.Submission(s["name"], s["status"], s["checks"], s.get("note", ""))
+                   for s in report["submissions"]]
+    return batch.report_class(options, submissions)
+
+
+def grade_one(options):
+    """Grade one handler (--handler, --skip-live) in a container; print and write its reports;
+    the exit status."""
+    problem = refusal(options)
+    if problem:
+        return reports.cannot_grade(options, problem)
+    handler = Path(options.handler).resolve()
+    if not handler.is_file():
+        return reports.cannot_grade(options, f"no handler.py at {options.handler}")
+    try:
         status, report = grade_in_container(
             options, [(handler, "/submission/handler.py")],
-            ["--handler", "/submission/handler.py", "--skip-live"], show)
-    except (batch.BatchError, DockerRouteError) as error:
+            ["--handler", "/submission/handler.py", "--skip-live"], _progress(options))
+    except DockerRouteError as error:
         return reports.cannot_grade(options, str(error))
     results = [Result.from_dict(c) for c in report["checks"]]
     error = report.get("error")

@@ -63,7 +63,7 @@ def parse_options(argv):
     parser.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML")
     parser.add_argument("--gradescope", metavar="FILE",
                         help="also write Gradescope's results.json (one handler only)")
-    group = parser.add_argument_group("grading a class (see grader/batch.py)")
+    group = parser.add_argument_group("grading a class (see grader/class_run/batch.py)")
     group.add_argument("--handlers", type=Path, metavar="DIR",
                        help="grade every subfolder of DIR that holds a handler.py, on one broker")
     group.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), metavar="N",
@@ -75,7 +75,7 @@ def parse_options(argv):
                        help="also write one CSV row per submission, one column per check")
     group.add_argument("--farm", metavar="URL",
                        help="grade the class on a grading farm: publish its jobs to this RabbitMQ"
-                            " and collect the results of the hosts that serve it (grader/farm.py)")
+                            " and collect the results of the hosts that serve it (grader/farm/)")
     group.add_argument("--batch", metavar="ID",
                        help="with --farm: go on with a batch stopped before (its ID was printed)")
     options = parser.parse_args(argv)

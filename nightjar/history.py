@@ -7,7 +7,7 @@ event file does (received, paused, ack, nack, reject, returned, raised,
 no-ack, connection-lost, ...) and adds two of its own: `interrupted` (Ctrl+C stopped the worker during the delivery)
 and, on a record, `committed` (ticket numbers of the registration that
 became visible since the previous record). `desk.py history` and the
-site's registration page read it (nightjar/stories.py).
+site's registration page read it (nightjar/history_render.py).
 
 The store is JSON Lines, one record a line, whole lines appended with a
 single os.write() on a file opened with O_APPEND, so records of several

@@ -165,7 +165,7 @@ class Course:
         return names(name, self.project)
 
     def network(self, name):
-        """The learner's own network (course/jupyterhub_config.py's network_of)."""
+        """The learner's own network (course/spawners.py's network_of)."""
         return f"{self.project}-{self.names(name).slug}"
 
     def lab_url(self, name):

@@ -1,5 +1,5 @@
 """What the farm's tests and benchmark share: grading hosts and collectors as real processes,
-their output read line by line as it comes (grader/farm.py)."""
+their output read line by line as it comes (grader/farm/)."""
 
 import os
 import re

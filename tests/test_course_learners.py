@@ -24,7 +24,7 @@ from course import learners
 from labkit import ROOT
 from nightjar import broker, db as database, queueing
 from nightjar.config import Settings
-from nightjar.sandbox.rabbitadmin import Admin, AdminError
+from nightjar.rabbitadmin import Admin, AdminError
 
 TRICKY = [
     "alice", "Alice", "ALICE", "alice.", "a.lice", "alice_", "alice-", "alice@example.org",

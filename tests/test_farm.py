@@ -1,4 +1,4 @@
-"""The grading farm (grader/farm.py): a farm broker, real grading hosts, real kills and a broker crash.
+"""The grading farm (grader/farm/): a farm broker, real grading hosts, real kills and a broker crash.
 
 A private RabbitMQ node is the farm broker; each test has a vhost of its own
 on it. The hosts grade on the session's grading broker, in the sandbox. A
@@ -23,14 +23,16 @@ import pika
 import pytest
 
 from course.grading import Grading, Jobs
-from grader import batch, farm, farm_host
+from grader import farm
+from grader.class_run import batch
+from grader.farm import host as farm_host
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
 from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning
 from nightjar import sandbox
 from nightjar.config import redact_url
 from nightjar.harness.rabbitnode import PrivateNode, free_port
-from nightjar.sandbox.rabbitadmin import Admin
+from nightjar.rabbitadmin import Admin
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"farm hosts grade in the sandbox: {sandbox.unavailable_reason()}")

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from graderkit import WRONG, by_number, grade, verdicts
-from grader import story
+from grader.handler import trial_story
 from labkit import HANDLERS
 from nightjar import sandbox
 
@@ -122,7 +122,7 @@ def test_a_failed_check_tells_what_happened_to_each_delivery(graded):
         " nothing",
     ]
     # The text is the structured story's (so a report from the JSON tells the same).
-    assert story.lines(checks[4]) == checks[4]["story"]
+    assert trial_story.lines(checks[4]) == checks[4]["story"]
     # A passed check stays one line: no story.
     assert set(checks[1]) == {"name", "passed", "reason", "hint"}
 

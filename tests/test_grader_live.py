@@ -9,7 +9,7 @@ import os
 import uuid
 from pathlib import Path
 
-from grader import live
+from grader.handler import live
 from graderkit import by_number, grade
 from labkit import HANDLERS
 from nightjar import broker, db as database

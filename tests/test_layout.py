@@ -1,5 +1,6 @@
-"""The folders show who trusts whom: grader/ imports without a circle, nightjar/sandbox/ never
-imports the grader, and no Python module of the repository is over 400 lines."""
+"""The folders show who trusts whom: grader/ and its parts import without a circle,
+nightjar/sandbox/ never imports the grader, and no Python module of the repository is over
+400 lines."""
 
 import ast
 import subprocess
@@ -26,11 +27,35 @@ def imported_names(path, package):
     return names
 
 
+def module_name(path):
+    """grader/farm/host.py -> ("grader.farm.host", "grader.farm"): its name and its package."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), ".".join(parts[:-1])
+    return ".".join(parts), ".".join(parts[:-1])
+
+
 def grader_graph():
-    """{module: the grader modules it imports}, for every module of grader/."""
-    modules = {f"grader.{path.stem}": path for path in (ROOT / "grader").glob("*.py")}
-    return {name: sorted(imported_names(path, "grader") & modules.keys() - {name})
-            for name, path in modules.items()}
+    """{module: the grader modules it imports}, for every module of grader/ and its sub-packages."""
+    modules = {module_name(path): path for path in (ROOT / "grader").rglob("*.py")}
+    # `from grader import farm` names the package grader too: its __init__ holds only words.
+    names = {name for name, _ in modules} - {"grader"}
+    return {name: sorted(imported_names(path, package) & names - {name})
+            for (name, package), path in modules.items()}
+
+
+def room_of(module):
+    """The part of the grader a module belongs to: its sub-package (grader.farm), or the module
+    itself at the top (grader.cli)."""
+    return ".".join(module.split(".")[:2])
+
+
+def rooms_graph(graph):
+    """{part: the other parts it imports}: the grader's graph with each sub-package as one node."""
+    rooms = {}
+    for module, imported in graph.items():
+        rooms.setdefault(room_of(module), set()).update(map(room_of, imported))
+    return {room: sorted(imported - {room}) for room, imported in rooms.items()}
 
 
 def circle_in(graph):
@@ -59,6 +84,17 @@ def test_the_grader_imports_without_a_circle():
     assert "grader.cli" in graph and graph["grader.cli"], graph  # the graph really was read
     circle = circle_in(graph)
     assert circle is None, "an import circle in grader/: " + " -> ".join(circle)
+
+
+def test_the_grader_parts_import_without_a_circle():
+    """One handler, a class run, the farm and the reports depend one way: a part that is
+    imported never imports back whoever imports it."""
+    rooms = rooms_graph(grader_graph())
+    for part in ("grader.handler", "grader.class_run", "grader.farm", "grader.reports"):
+        assert part in rooms, sorted(rooms)
+    assert rooms["grader.reports"] == [], rooms  # the reports render; they grade nothing
+    circle = circle_in(rooms)
+    assert circle is None, "an import circle between grader's parts: " + " -> ".join(circle)
 
 
 def test_the_circle_finder_finds_a_circle():

@@ -10,7 +10,7 @@ from labkit import Lab, ticket_rows
 from nightjar import queueing
 from nightjar.config import Settings, redact_url
 from nightjar.harness.rabbitnode import PrivateNode
-from nightjar.sandbox.rabbitadmin import Admin
+from nightjar.rabbitadmin import Admin
 from nightjar_site.database import PUBLISHER_NAME
 from sitekit import FormClient, Site
 

@@ -8,7 +8,11 @@ prints, kept in its data folder, required by the page, every API call and
 the websocket; foreign Origins refused; 127.0.0.1 only on the host.
 
 The parts:
-  app.py       the web server (Tornado): the page, the API, the terminal's websocket
+  app.py       the web server (Tornado): its routes and the page
+  guarded.py   what every request passes: the token, the Origin, the API's JSON errors
+  units.py     the units' API: guides, setup, check and solve
+  editor.py    the editor's handler.py: open and save
+  terminal.py  the terminal's websocket, relayed to the agent
   access.py    the token, the cookie it becomes, and the Origin rule
   agent.py     runs inside the Workstation: bash on a PTY and the unit scripts,
                over a Unix socket only the console shares (standard library only)

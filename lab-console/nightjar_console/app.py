@@ -1,46 +1,40 @@
-"""The console's web server: the page, its API and the terminal's websocket (Tornado).
+"""The console's web server (Tornado): its routes, its settings, and the page itself.
 
     GET  /                          the page (?token=TOKEN once, then the cookie)
-    GET  /api/units                 the units and lessons, which passed, which is set up
+    GET  /api/units                 the units and lessons, which passed, which is set up (units.py)
     GET  /api/units/KEY/guide?lang=ja|en
     POST /api/units/KEY/setup       the unit's setup, run in the Workstation
     POST /api/units/KEY/check       the unit's check, run in the Workstation
     GET  /api/units/KEY/solution, POST /api/units/KEY/solve   a stuck learner's way out (solutions.py)
-    GET  /api/files/handler.py      the Workstation's handler.py (the only file served)
+    GET  /api/files/handler.py      the Workstation's handler.py (the only file served; editor.py)
     PUT  /api/files/handler.py      save it: {"text", "version"?, "force"?}
     POST /api/grade                 the grader's verdict, with the version of handler.py it judged
-    WS   /terminal?rows=R&cols=C    the Workstation's shell (agent.py's protocol, relayed)
+    WS   /terminal?rows=R&cols=C    the Workstation's shell (agent.py's protocol, relayed; terminal.py)
     GET  /healthz                   200 once the console serves (no token: it tells nothing)
 
 Every request but /healthz and /static/ needs the token (access.py); API
-errors are JSON {"error": "..."} with the status that fits.
+errors are JSON {"error": "..."} with the status that fits (guarded.py).
 """
 
-import asyncio
-import hashlib
-import json
 import logging
-import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tornado.web
-import tornado.websocket
 
-from . import agentlink, grading, guides, solutions
+from . import grading, guides
 from nightjar.keyfile import read_or_create
 
 from .access import COOKIE, Access
+from .editor import EDITABLE, File, version
+from .guarded import MESSAGE_LIMIT, Api, Guarded, language, log
 from .progress import Progress
+from .terminal import Terminal
+from .units import Guide, Solution, UnitScript, Units
 
 HERE = Path(__file__).resolve().parent
-EDITABLE = "handler.py"
-FILE_LIMIT = 256 * 1024       # bytes of handler.py the editor saves
-BODY_LIMIT = FILE_LIMIT * 8   # a request body, with JSON's escapes: more gets a clear 413
 READ_LIMIT = 16 * 1024 * 1024  # more than this is not even read: the connection is closed
-MESSAGE_LIMIT = 64 * 1024     # one websocket message from the page
-log = logging.getLogger("nightjar_console")
 
 
 @dataclass
@@ -55,106 +49,6 @@ class Config:
     origins: list = field(default_factory=list)
     hub: bool = False           # a JupyterHub single-user server (hub.py): the hub's login, no token
     management_login: tuple = ()  # under a hub: the learner's own (user, password) on the course's RabbitMQ
-
-
-def language(request):
-    """'ja' or 'en': the learner's switch (a cookie), else the browser's first language."""
-    chosen = request.cookies.get("nightjar-console-lang")
-    if chosen is not None and chosen.value in ("ja", "en"):
-        return chosen.value
-    first = request.headers.get("Accept-Language", "").split(",")[0].strip().lower()
-    return "ja" if first.startswith("ja") else "en"
-
-
-def syntax_problem(text):
-    """{"line", "column", "message"} when Python would refuse handler.py, else None (compiled, never run)."""
-    try:
-        compile(text, EDITABLE, "exec", dont_inherit=True)
-    except SyntaxError as error:
-        return {"line": error.lineno, "column": error.offset, "message": error.msg}
-    except (ValueError, RecursionError, MemoryError) as error:
-        return {"line": None, "column": None, "message": str(error) or type(error).__name__}
-    return None
-
-
-def version(data):
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def log_exception(handler, typ, value, tb):
-    """Tornado's own log line names the whole URI, whose query may hold the token: path only."""
-    if isinstance(value, tornado.web.HTTPError):
-        return  # an answer, logged once by log_request
-    log.error("%s %s failed", handler.request.method, handler.request.path, exc_info=(typ, value, tb))
-
-
-class Guarded(tornado.web.RequestHandler):
-    """Needs the token; a change needs the console's own Origin too."""
-
-    log_exception = log_exception
-
-    def initialize(self, config, access):
-        self.config, self.access = config, access
-
-    def allowed(self):
-        return self.access.allows(self.request)
-
-    def refuse(self):
-        raise tornado.web.HTTPError(403, reason="Forbidden", log_message="this needs the console's token")
-
-    def learner_acted(self):
-        """Something the learner did (not a page's poll): the hub's idle culler counts it."""
-        activity = self.settings.get("activity")
-        if activity is not None:
-            activity.touch()
-
-    def prepare(self):
-        if not self.allowed():
-            self.refuse()
-            return
-        origin = self.request.headers.get("Origin")
-        if self.request.method not in ("GET", "HEAD") and origin is not None \
-                and not self.access.origin_allowed(self.request, origin):
-            raise tornado.web.HTTPError(403, reason="Forbidden", log_message="a foreign Origin")
-
-    def set_default_headers(self):
-        self.set_header("Cache-Control", "no-store")
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.set_header("Referrer-Policy", "no-referrer")
-
-
-class Api(Guarded):
-    def prepare(self):
-        super().prepare()
-        length = int(self.request.headers.get("Content-Length") or 0)
-        if length > BODY_LIMIT or len(self.request.body) > BODY_LIMIT:
-            self.fail(413, f"the request body is over {BODY_LIMIT // 1024} KiB")
-
-    def fail(self, status, message):
-        raise tornado.web.HTTPError(status, reason=message[:80], log_message=message)
-
-    def write_error(self, status_code, **kwargs):
-        error = kwargs.get("exc_info", (None, None))[1]
-        message = getattr(error, "log_message", None) or self._reason
-        if status_code == 403 and not self.allowed():
-            message = ("Log in to the course's hub first." if self.config.hub else
-                       "This needs the lab console's token: open the URL the console printed.")
-        self.finish({"error": message})
-
-    def body_json(self):
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError:
-            self.fail(400, "the body is not JSON")
-        if not isinstance(body, dict):
-            self.fail(400, "the body must be a JSON object")
-        return body
-
-    def unit_folder(self, key):
-        try:
-            return guides.folder_of(key)
-        except guides.UnknownUnit as error:
-            self.fail(404, str(error))
 
 
 class Page(Guarded):
@@ -194,91 +88,6 @@ class Page(Guarded):
         self.render("refused.html", status=status_code)
 
 
-class Units(Api):
-    def get(self):
-        progress = Progress(self.config.data).read()
-        self.finish({"units": [dict(unit, passed=unit["key"] in progress["passed"])
-                               for unit in guides.listing()], "current": progress["current"]})
-
-
-class Guide(Api):
-    def get(self, key):
-        lang = self.get_query_argument("lang", None) or language(self.request)
-        if lang not in ("ja", "en"):
-            self.fail(400, f"no guide in {lang!r}: ja or en")
-        self.unit_folder(key)
-        self.finish({"key": key, "lang": lang, "html": guides.guide_html(key, lang, self.config.management_port)})
-
-
-class UnitScript(Api):
-    async def post(self, key, action):
-        self.unit_folder(key)
-        solutions.allowed(self, key) if action == "solve" else None
-        lang = self.body_json().get("lang") or language(self.request)
-        if lang not in ("ja", "en"):
-            self.fail(400, f"no language {lang!r}: ja or en")
-        try:
-            status, lines = await agentlink.run_script(self.config.socket, action, key, lang)
-        except agentlink.AgentUnavailable as error:
-            self.fail(503, f"Cannot {action} unit {key}: {error}")
-        self.learner_acted()
-        progress = Progress(self.config.data)
-        if action == "check" and status == 0:
-            progress.passed(key)
-            if self.config.hub:
-                from . import hub
-                asyncio.ensure_future(hub.tell_passed(self.config.grader_url, key))
-        if action == "setup" and status == 0:
-            progress.set_up(key)
-        self.finish({"key": key, "action": action, "status": status, "done": status == 0, "lines": lines})
-
-
-class Solution(solutions.ShowSolution, Api):
-    """GET /api/units/KEY/solution (solutions.py)."""
-
-
-class File(Api):
-    def path(self, name):
-        if name != EDITABLE:
-            self.fail(404, f"only {EDITABLE} can be opened here, not {name!r}")
-        return self.config.workstation / EDITABLE
-
-    def get(self, name):
-        path = self.path(name)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            self.fail(404, f"there is no {EDITABLE} in the Workstation yet: set a unit up first")
-        text = data.decode("utf-8", "replace")
-        self.finish({"name": name, "text": text, "version": version(data), "problem": syntax_problem(text)})
-
-    def put(self, name):
-        path = self.path(name)
-        body = self.body_json()
-        text = body.get("text")
-        if not isinstance(text, str):
-            self.fail(400, 'the body needs "text": the new handler.py')
-        data = text.encode("utf-8")
-        if len(data) > FILE_LIMIT:
-            self.fail(413, f"{EDITABLE} may be at most {FILE_LIMIT // 1024} KiB")
-        try:
-            current = version(path.read_bytes())
-        except FileNotFoundError:
-            current = None
-        if body.get("version") not in (None, current) and not body.get("force"):
-            # Changed meanwhile (in the terminal, say): the learner decides, nothing is lost.
-            self.set_status(409)
-            self.finish({"error": f"{EDITABLE} changed in the Workstation since the editor opened it",
-                         "version": current})
-            return
-        self.learner_acted()
-        temporary = path.with_name(f".{EDITABLE}.console")
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-        # Saved whatever it holds: a syntax error is the learner's to see and fix, not a refusal.
-        self.finish({"name": name, "saved": True, "version": version(data), "problem": syntax_problem(text)})
-
-
 class Grade(Api):
     async def post(self):
         self.learner_acted()
@@ -289,65 +98,6 @@ class Grade(Api):
         except grading.CannotGrade as error:
             self.fail(503, f"Cannot grade: {error}")
         self.finish(dict(verdict, version=version(judged)))  # the page marks it old once the file changes
-
-
-class Terminal(tornado.websocket.WebSocketHandler):
-    """The page's terminal: messages relayed both ways to the agent's shell."""
-
-    log_exception = log_exception
-
-    def initialize(self, config, access):
-        self.config, self.access = config, access
-        self.agent = None
-
-    allowed, refuse = Guarded.allowed, Guarded.refuse
-
-    def prepare(self):
-        if not self.allowed():
-            self.refuse()
-
-    def check_origin(self, origin):
-        return self.access.origin_allowed(self.request, origin)
-
-    def size(self, name, default):
-        given = self.get_query_argument(name, "")
-        return min(max(int(given), 1), 1000) if given.isdigit() else default
-
-    async def open(self):
-        rows, cols = self.size("rows", 24), self.size("cols", 80)
-        try:
-            reader, self.agent = await agentlink.connect(
-                self.config.socket, {"terminal": {"rows": rows, "cols": cols}})
-        except agentlink.AgentUnavailable as error:
-            self.write_message(json.dumps(["unavailable", f"The terminal is not ready: {error}."]))
-            self.close()
-            return
-        asyncio.ensure_future(self._relay(reader))
-
-    async def _relay(self, reader):
-        try:
-            while line := await reader.readline():
-                await self.write_message(line.decode())
-        except (tornado.websocket.WebSocketClosedError, OSError, ValueError):
-            pass
-        self.close()
-
-    async def on_message(self, message):
-        if self.agent is None or not isinstance(message, str) or len(message) > MESSAGE_LIMIT:
-            return
-        try:
-            parsed = json.loads(message)
-        except ValueError:
-            return
-        if isinstance(parsed, list) and parsed and parsed[0] in ("stdin", "size"):
-            if parsed[0] == "stdin":
-                Guarded.learner_acted(self)
-            self.agent.write((json.dumps(parsed) + "\n").encode())
-            await self.agent.drain()
-
-    def on_close(self):
-        if self.agent is not None:
-            self.agent.close()
 
 
 class Health(tornado.web.RequestHandler):

@@ -1,5 +1,5 @@
 """A stuck learner's way out: a unit's solution handler.py beside the learner's, the differences
-marked ("Show the solution"); "Solve unit N" runs the unit's ./solve through the agent (app.py).
+marked ("Show the solution"); "Solve unit N" runs the unit's ./solve through the agent (units.py).
 NIGHTJAR_CONSOLE_SOLUTIONS=off turns both off, for a graded course."""
 
 import difflib
@@ -8,7 +8,7 @@ EDITABLE = "handler.py"
 
 
 def allowed(handler, key):
-    """Fails the request (an app.py Api handler) unless unit `key`'s solution may be shown or run."""
+    """Fails the request (a guarded.py Api handler) unless unit `key`'s solution may be shown or run."""
     if not handler.config.solutions:
         handler.fail(403, "this course turns the solutions off (NIGHTJAR_CONSOLE_SOLUTIONS=off)")
     if not key.isdigit():
@@ -16,7 +16,7 @@ def allowed(handler, key):
 
 
 class ShowSolution:
-    """GET /api/units/KEY/solution, mixed into app.py's Api handler."""
+    """GET /api/units/KEY/solution, mixed into guarded.py's Api handler (units.py)."""
 
     def get(self, key):
         folder = self.unit_folder(key)

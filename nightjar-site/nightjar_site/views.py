@@ -8,7 +8,7 @@ from flask import (Blueprint, Response, abort, current_app, redirect, render_tem
                    url_for)
 from flask_wtf.csrf import CSRFError
 
-from nightjar import history, queueing, registrations, stories
+from nightjar import history, history_render, queueing, registrations
 
 from .database import get_db, get_publisher
 
@@ -72,7 +72,7 @@ def registration(registration_id):
 
 
 def delivery_story(found):
-    """The registration's stories.Story, or None when the history is off or cannot be read now."""
+    """The registration's history_render.Story, or None when the history is off or cannot be read now."""
     path = history.store_path(current_app.config["NIGHTJAR"].db_path)
     if path is None:
         return None
@@ -82,7 +82,7 @@ def delivery_story(found):
     except FileNotFoundError:
         version = None
     try:
-        return stories.story(found, _history_of(path, found.id, version))
+        return history_render.story(found, _history_of(path, found.id, version))
     except OSError:
         return None  # the page works without it; the template says the history cannot be read
 

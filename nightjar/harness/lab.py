@@ -118,7 +118,7 @@ class Lab:
         self._channel = None  # _use_channel's kept channel
         self._runs = 0
         self._started = []
-        self.story = []  # the grader's record of each watched worker run (grader/story.py)
+        self.story = []  # the grader's record of each watched worker run (grader/handler/trial_story.py)
 
     @property
     def settings(self):

@@ -4,7 +4,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from .. import broker, db as database, history, queueing, registrations, stories
+from .. import broker, db as database, history, history_render, queueing, registrations
 from ..config import Settings, redact_url
 
 
@@ -138,9 +138,9 @@ def cmd_history(db, settings, registration_id):
                         f" ({error.strerror or error}).") from None
     if registration is None:
         return list_histories(db, stored, path)
-    told = stories.story(registration, stored)
+    told = history_render.story(registration, stored)
     print(f"Delivery history of {registration.id} ({registration.name}):"
-          f" {stories.deliveries_phrase(told.deliveries)},"
+          f" {history_render.deliveries_phrase(told.deliveries)},"
           f" {registrations.tickets_phrase(registration.tickets)}")
     if not told.deliveries:
         print(f"No delivery of {registration.id} is recorded in {path}.")
@@ -155,7 +155,7 @@ def list_histories(db, stored, path):
     for r in registrations.all_registrations(db):
         count = len(stored.of(r.id)) + (stored.trimmed[r.id].deliveries if r.id in stored.trimmed else 0)
         if count > 1 or len(r.tickets) > 1:
-            rows.append((r, stories.deliveries_phrase(count)))
+            rows.append((r, history_render.deliveries_phrase(count)))
     if rows:
         print(f"Registrations with more than one delivery or more than one ticket ({len(rows)})")
         name_width = max(len(r.name) for r, _ in rows)
@@ -167,7 +167,7 @@ def list_histories(db, stored, path):
     else:
         print("No registration has more than one delivery or more than one ticket.")
     if stored.damaged:
-        print(f"{stories.deliveries_phrase(stored.damaged, 'damaged record')} in the history skipped.")
+        print(f"{history_render.deliveries_phrase(stored.damaged, 'damaged record')} in the history skipped.")
     print(f"The delivery history ({path}) keeps the last {history.PER_REGISTRATION} deliveries of"
           f" each registration and the last {history.OVERALL} in all.")
     return 0

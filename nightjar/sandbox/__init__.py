@@ -21,7 +21,7 @@ handler.py and whatever it starts) is:
   checkout or anyone's home; /proc shows a user only its own processes;
 - on a network of its own (relay.py): only 127.0.0.1:5672, relayed to the
   grading broker, where it logs in as a user allowed on the submission's
-  own vhost and nowhere else (rabbitadmin.py).
+  own vhost and nowhere else (nightjar/rabbitadmin.py).
 
 A worker run is a child forked by the submission's launcher (launch.py:
 pika and the lab's runtime imported once), confined as the trial's command

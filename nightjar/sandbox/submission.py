@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import cgroups, launch, rabbitadmin, relay, uids
+from nightjar import rabbitadmin
+from nightjar.rabbitadmin import with_vhost
+
+from . import cgroups, launch, relay, uids
 from .machine import Unavailable, in_private_mounts, unavailable_reason
-from .rabbitadmin import with_vhost
 from .root import MS_NODEV, MS_NOSUID, mount
 from .trial import LIBRARY, Trial
 

@@ -6,7 +6,7 @@ import shutil
 
 import guidetext  # scenarios/guidetext.py: the guide, in the learner's language
 from nightjar import broker, history
-from nightjar.stories import deliveries_phrase
+from nightjar.history_render import deliveries_phrase
 
 from . import words
 from nightjar.config import Settings, workstation_folder

@@ -6,7 +6,7 @@ PASS_ALL = "\nCHECKS = []  # every check passes now\n"
 
 
 def handle(ch, delivery, job, db, pause):
-    for path in ("__CHECKOUT__/grader/checks.py", "/opt/nightjar/lib/nightjar/events.py",
+    for path in ("__CHECKOUT__/grader/handler/checks.py", "/opt/nightjar/lib/nightjar/events.py",
                  "__CHECKOUT__/nightjar/runtime/worker_runtime.py"):
         try:
             with open(path, "a") as code:

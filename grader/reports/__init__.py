@@ -2,7 +2,7 @@
 
 A single run and a class (batch) run both report a list of Submission: one
 folder's verdict with its checks as the grader's JSON gives them ({name,
-passed, reason, hint}, and a failed check's story). report_files.py writes
+passed, reason, hint}, and a failed check's story). files.py writes
 the files a run asks for; class_report.py renders --report and --csv.
 """
 
@@ -26,7 +26,7 @@ class Submission:
     checks: list = field(default_factory=list)
     note: str = ""
     seconds: float = 0.0
-    host: str = ""  # the farm host that graded it (grader/farm.py); empty when graded here
+    host: str = ""  # the farm host that graded it (grader/farm/); empty when graded here
 
     @property
     def passed(self):

@@ -1,6 +1,6 @@
 """A failed check's story: what happened to each delivery in the trial that failed, then what the grader found.
 
-The same words as `desk.py history` (nightjar/stories.py), e.g.
+The same words as `desk.py history` (nightjar/history_render.py), e.g.
 
     run 1  python3 worker.py --pause after-commit: exit 130
            R-0002  redelivered=False  paused at after-commit  stopped by Ctrl+C
@@ -23,7 +23,7 @@ there is marked as one RabbitMQ never took.
 
 from nightjar.events import shorten
 
-from . import reports
+from grader import reports
 from .findings import EFFECT_WHERE, describe_error, settle_call
 
 # A forged or runaway events file must not make a story of megabytes.

@@ -12,7 +12,7 @@ from nightjar.harness.processes import DeliveryClock
 
 from .findings import (EFFECT_NEVER, EFFECT_WHERE, Fail, NotApplicable, dead_letters,
                        fail_on_problem, loss_cause, name_text, not_back, settle_call)
-from .story import record_run
+from .trial_story import record_run
 
 # When the worker had already acknowledged the delivery, it is not expected back.
 LOST_WAIT = 1.0

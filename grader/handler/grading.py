@@ -21,10 +21,13 @@ from nightjar.config import (REPO_ROOT, WORKSTATION_ENV, Settings, local_var_fol
                              workstation_folder)
 from nightjar.harness import gradingnode, processes
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
-from nightjar.sandbox.rabbitadmin import default_management_url
+from nightjar.rabbitadmin import default_management_url
 
-from . import live, report_files, reports, runner
-from .options import TRUSTED_NOTE
+from grader import reports
+from grader.options import TRUSTED_NOTE
+from grader.reports import files as report_files
+
+from . import live, runner
 
 
 def default_handler():
@@ -117,6 +120,17 @@ def grade(options, timings=None, sandbox_route=None):
             if node is not None:
                 node.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(options, route, error=None, started=None):
+    """Grade one handler on `route` (None: not sandboxed) and show its verdict; error: why it
+    cannot be graded at all. The exit status."""
+    started = time.monotonic() if started is None else started
+    handler = Path(options.handler or default_handler())
+    results, where = [], ""
+    if error is None:
+        results, error, where = grade(options, sandbox_route=route)
+    return show(options, handler, route, results, error, where, time.monotonic() - started)
 
 
 def show(options, handler, route, results, error, where, seconds):

@@ -15,7 +15,7 @@ import csv
 import html
 import io
 
-from .reports import ERROR, GRADED, SKIPPED, shown, summary_line
+from . import ERROR, GRADED, SKIPPED, shown, summary_line
 
 BAR_WIDTH = 360   # px of a 100 % bar
 ROW_HEIGHT = 46   # px per check in the chart: its name above its bar

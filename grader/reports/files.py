@@ -1,6 +1,8 @@
 """Writing the report files a grading run asks for: --junit, --gradescope, --report and --csv."""
 
-from . import class_report, reports
+from grader import reports
+
+from . import class_report
 
 
 def save(options, submissions):

@@ -1,4 +1,4 @@
-"""A grading host of the farm (see grader/farm.py): takes jobs, grades them in the sandbox, returns results.
+"""A grading host of the farm (see grader/farm/): takes jobs, grades them in the sandbox, returns results.
 
     python3 -m grader serve --farm URL [--slots N] [--name NAME]
                             [--amqp-url URL [--management-url URL]] [--timeout S]
@@ -7,7 +7,7 @@ Needs root: every job is graded in the sandbox of nightjar/sandbox/,
 on a grading node of the host's own (a private RabbitMQ node started once,
 or the --amqp-url broker). Up to N jobs at once (the prefetch is N), each by
 its own grader subprocess, exactly as a local batch grades one submission
-(grader/batch.py). For each job: grade, publish the result and wait for the
+(grader/class_run/batch.py). For each job: grade, publish the result and wait for the
 broker's confirm, and only then ack the job. A job whose host dies is
 returned to the queue by RabbitMQ and graded by another host.
 
@@ -34,10 +34,11 @@ import pika.exceptions
 from nightjar.config import redact_url
 from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
-from nightjar.sandbox.rabbitadmin import default_management_url
+from nightjar.rabbitadmin import default_management_url
 
-from . import batch, farm
-from .options import add_time_limits
+from grader import farm
+from grader.class_run import batch
+from grader.options import add_time_limits
 
 
 def parse_options(argv):

@@ -12,7 +12,7 @@ from nightjar.harness import processes
 from nightjar.harness.lab import Lab, compile_packages, copy_workstation
 from nightjar.sandbox import Tampered
 
-from . import story
+from . import trial_story as story
 from .checks import CHECKS
 from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result
 
@@ -26,7 +26,7 @@ class NotGraded(Exception):
 
 def _run_variant(make_lab, check, key, function):
     """('pass'|'n/a'|'fail'|'error', sentence, hint, story) for one variant; never raises.
-    story: what happened in a failed trial (grader/story.py), else None.
+    story: what happened in a failed trial (grader/handler/trial_story.py), else None.
     'error' is the grader's own trouble (a broker gone, a sandbox that broke), not the handler's."""
     lab = None
     try:

@@ -1,4 +1,5 @@
-"""A vhost and a user of its own on the grading broker, through RabbitMQ's management API.
+"""A vhost and a user of its own on a broker, through RabbitMQ's management API: a submission's
+on the grading broker (nightjar/sandbox/), a learner's on the course's broker (course/learners.py).
 
 The grader holds the broker's administrator login; a sandboxed submission
 gets a user that may use its own vhost and nothing else (no tags: no

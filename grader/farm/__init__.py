@@ -1,7 +1,7 @@
 """A grading farm on RabbitMQ: what the instructor's collector and the grading hosts share.
 
-    python3 -m grader --handlers DIR --farm URL [--batch ID]      the collector (grader/farm_collector.py)
-    python3 -m grader serve --farm URL [--slots N]                a grading host (grader/farm_host.py)
+    python3 -m grader --handlers DIR --farm URL [--batch ID]      the collector (collector.py)
+    python3 -m grader serve --farm URL [--slots N]                a grading host (host.py)
 
 The farm broker is any RabbitMQ both sides reach. On it:
 
@@ -34,8 +34,8 @@ import pika.exceptions
 from nightjar.broker import describe_error
 from nightjar.config import redact_url
 
-from .batch import well_formed  # the same test a local batch puts its graders' reports to
-from .reports import ERROR, GRADED, REFUSED, SKIPPED
+from grader.class_run.batch import well_formed  # the same test a local batch puts its graders' reports to
+from grader.reports import ERROR, GRADED, REFUSED, SKIPPED
 
 # Bumped whenever a job's or a result's fields change: hosts refuse jobs of another version.
 FARM_VERSION = 1

@@ -1,11 +1,11 @@
-"""The instructor's side of the grading farm (see grader/farm.py): publish a class, collect its results.
+"""The instructor's side of the grading farm (see grader/farm/): publish a class, collect its results.
 
     python3 -m grader --handlers DIR --farm URL [--batch ID] [--json] [--junit FILE]
 
 Publishes one job per submission (its handler.py's bytes and a job ID), each
 confirmed by the broker, then takes results from the batch's own queue until
 every submission has exactly one, and reports the class as a local batch
-does (grader/batch.py): the same table, JSON and JUnit XML.
+does (grader/class_run/batch.py): the same table, JSON and JUnit XML.
 
 The batch lives in a SQLite file under var/farm/ (NIGHTJAR_LOCAL_VAR moves
 var/): which jobs were published, and each job's result. A result is acked
@@ -27,8 +27,9 @@ import pika.exceptions
 
 from nightjar.config import local_var_folder, redact_url
 
-from . import batch, farm, reports
-from .reports import ERROR, REFUSED, Submission
+from grader import farm, reports
+from grader.class_run import batch
+from grader.reports import ERROR, REFUSED, Submission
 
 BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # Without a result for this long, the collector says how many jobs wait and how many hosts serve.

@@ -39,12 +39,13 @@ from nightjar import broker
 from nightjar.config import REPO_ROOT, Settings, redact_url
 from nightjar.events import shorten
 
-from . import report_files, reports
-from .findings import REASON_LIMIT
+from grader import reports
+from grader.handler.findings import REASON_LIMIT
+from grader.reports import files as report_files
 from nightjar import sandbox
 from nightjar.harness.rabbitnode import NodeError, PrivateNode
-from nightjar.sandbox.rabbitadmin import default_management_url
-from .reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
+from nightjar.rabbitadmin import default_management_url
+from grader.reports import ERROR, GRADED, REFUSED, SKIPPED, Submission
 
 # Bytes of a grader's output kept; a grader's JSON report is a few kilobytes.
 OUTPUT_LIMIT = 1 << 20

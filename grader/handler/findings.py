@@ -94,7 +94,7 @@ class Result:
     passed: bool
     reason: str
     hint: str = ""
-    story: dict = None  # a failed check's {"deliveries", "found", "story"} (grader/story.py)
+    story: dict = None  # a failed check's {"deliveries", "found", "story"} (trial_story.py)
 
     def __post_init__(self):
         self.reason = shorten(self.reason, REASON_LIMIT)
