@@ -1,5 +1,6 @@
 """The throwaway-lab harness (nightjar/harness/): what it leaves behind, and its two interruptions, on the machine's RabbitMQ."""
 
+import socket
 from pathlib import Path
 
 import pika.exceptions
@@ -9,6 +10,7 @@ from labkit import MACHINE_BROKER, ROOT, processes_mentioning
 from nightjar import broker
 from nightjar.harness import lab as harness
 from nightjar.harness.interruptions import ctrl_c_at, stop_at_effect
+from nightjar.harness.rabbitnode import PrivateNode, free_port
 
 ENDLESS = ROOT / "tests" / "handlers" / "endless_loop.py"
 UNIT3 = ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"
@@ -129,3 +131,25 @@ def test_when_the_pause_step_fails_the_paused_worker_is_stopped(tmp_path):
         with pytest.raises(RuntimeError, match="the step at the pause failed"):
             ctrl_c_at(lab, "before-write", watch=True, on_pause=fails)
         assert not processes_mentioning(str(lab.workstation))
+
+
+def test_a_private_node_whose_port_is_taken_boots_again_on_others_and_says_why():
+    """A boot that fails is tried once more on fresh ports, with a fresh name and folder; why
+    the first failed is RabbitMQ's own error line (cut in its middle), not an Erlang report."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        port = taken.getsockname()[1]
+        node = PrivateNode()
+        node.port, node.dist_port, node.management_port = port, free_port(), free_port()
+        first = node.dir
+        try:
+            node.start(same_ports=True).wait_ready()
+            assert node.port != port and node.dir != first and not first.exists()
+            [why] = node.retried
+            assert why.startswith("the private RabbitMQ node exited during start-up (status 0):"
+                                  f" Failed to start Ranch listener {{acceptor,{{127,0,0,1}},{port}}}")
+            assert why.endswith(" for reason eaddrinuse (address already in use)")
+        finally:
+            node.stop()
+        assert not node.dir.exists()
