@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from types import SimpleNamespace
 
@@ -25,7 +24,6 @@ import pytest
 
 from course.grading import Grading, Jobs
 from grader import batch, farm, farm_host
-from grader.findings import TOO_BUSY
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
 from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning
@@ -33,7 +31,6 @@ from nightjar import sandbox
 from nightjar.config import redact_url
 from nightjar.harness.rabbitnode import PrivateNode, free_port
 from nightjar.sandbox.rabbitadmin import Admin
-from starvekit import Starved
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason=f"farm hosts grade in the sandbox: {sandbox.unavailable_reason()}")
@@ -202,58 +199,6 @@ def test_a_job_that_stops_every_host_that_takes_it_is_set_aside_and_reported(far
         " again): zoë.",
     ]
     assert err.splitlines() == ["Cannot grade: none of the 1 submissions could be graded."]
-
-
-def test_a_job_its_host_is_too_busy_for_goes_back_and_the_third_try_is_its_result(
-        farm_url, grading_broker, tmp_path, monkeypatch):
-    """A grading the host's machine was too busy for is no verdict: the host puts the job back
-    (for another host, or itself later), counting the tries, and the third too busy grading
-    is what the batch gets. A host of this process's own, whose every grading is too busy."""
-    graded = []
-
-    def too_busy(graders, name, *args):
-        graded.append(name)
-        return batch.Submission(name, farm.ERROR, note=f"{TOO_BUSY}: the normal delivery of R-0002")
-
-    monkeypatch.setattr(batch, "grade_one", too_busy)
-    monkeypatch.setattr(farm_host, "BUSY_PAUSE", 0.1)
-    options = farm_host.parse_options(["--farm", farm_url, "--slots", "1", "--name", "busy"])
-    host = farm_host.Host(options, (grading_broker.url, grading_broker.management_url))
-    serving = threading.Thread(target=host.serve, daemon=True)
-    serving.start()
-    try:
-        run = collector(make_class(tmp_path / "class", ["zoë"]), farm_url, tmp_path, "--json")
-        status, out, _ = finished(run, timeout=120)
-    finally:
-        host.stopping = True
-        serving.join(timeout=30)
-        shutil.rmtree(host.scratch, ignore_errors=True)
-    assert graded == ["zoë"] * farm.BUSY_TRIES
-    [submission] = json.loads(out)["submissions"]
-    assert (status, submission["status"], submission["note"]) == (
-        2, farm.ERROR, f"{TOO_BUSY}: the normal delivery of R-0002")
-
-
-@pytest.mark.skipif(Starved.unavailable() is not None, reason=f"{Starved.unavailable()}")
-def test_a_starved_host_bends_no_verdict(farm_url, grading_broker, local_verdicts, tmp_path):
-    """A grading host on one CPU with 4 busy processes (tests/starvekit.py) gives each handler
-    the verdict a local batch gave it on a quiet machine, or none, as too busy."""
-    names = ["zoë", "Ana López", "never_acks"]
-    with Starved(4) as corner:
-        host = Host(farm_url, "starved", grading_broker, TIMEOUT, slots=2, popen=corner.popen)
-        try:
-            host.output.wait_for(r"^Connected to the farm broker")
-            run = collector(make_class(tmp_path / "class", names), farm_url, tmp_path, "--json")
-            status, out, err = finished(run, timeout=600)
-        finally:
-            host.stop()
-    assert status in (1, 2), err
-    for name, (got, checks) in class_verdicts(json.loads(out)).items():
-        if got == farm.ERROR:
-            note = next(s["note"] for s in json.loads(out)["submissions"] if s["name"] == name)
-            assert note.startswith(TOO_BUSY), note
-        else:
-            assert (got, checks) == local_verdicts[name], name
 
 
 def test_a_stopped_collector_resumes_and_a_farm_broker_crash_loses_nothing(
