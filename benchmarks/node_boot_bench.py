@@ -67,8 +67,16 @@ def main():
                         "seconds": 0}
 
         start = time.monotonic()
+        outcomes = []
         with ThreadPoolExecutor(options.parallel) as pool:
-            outcomes = list(pool.map(boot, range(options.boots)))
+            try:
+                for outcome in pool.map(boot, range(options.boots)):
+                    outcomes.append(outcome)
+                    print(f"{len(outcomes)} {'ok' if outcome['ok'] else 'FAILED'}"
+                          f" {outcome['seconds']:.1f} s", file=sys.stderr, flush=True)
+            except KeyboardInterrupt:  # Ctrl+C: the figures of the boots done so far
+                pool.shutdown(cancel_futures=True)
+                options.boots = len(outcomes)
     failed = [o for o in outcomes if not o["ok"]]
     again = [o for o in outcomes if o["ok"] and o.get("tries", 1) > 1]
     seconds = [o["seconds"] for o in outcomes if o["ok"]]
