@@ -136,6 +136,7 @@ class NodeError(Exception):
 # RabbitMQ's own line in its log ("... [error] <0.230.0> Failed to ..."), not the indented
 # lines of an Erlang report (crasher:, reductions:, neighbours: ...) that may follow it.
 ERROR_LINE = re.compile(r"^\S+ \S+ \[error\] <[0-9.]+> (\S.*)$")
+BANNER = ("BOOT FAILED", "===========")  # RabbitMQ's heading above its reason
 BOOT_TRIES = 2  # a node that fails to boot is started afresh once (new ports, a new name)
 STARVED_AFTER = 5  # a boot starved of CPU is given up after this many times its time limit
 
@@ -269,7 +270,7 @@ class PrivateNode:
 
         printed = lines(self.dir / "server.out")
         errors = [found.group(1) for found in map(ERROR_LINE.match, lines(self._log_path()) + printed)
-                  if found]
+                  if found and found.group(1) not in BANNER]
         told = [line.strip() for line in printed if line.strip()]
         ended = [line for line in told if line.startswith("init terminating in do_boot")]
         return _middle_cut((errors or ended or [" / ".join(told[-3:])])[0]) or "no output"
