@@ -34,11 +34,8 @@ needs_starving = pytest.mark.skipif(Starved.unavailable() is not None,
 # name -> (handler, the grader's options); the correct slow one (1 s a ticket) with a tighter limit.
 HANDLED = {"unit3": (HANDLERS["unit3"], []), "unit2": (HANDLERS["unit2"], []),
            "correct/slow": (WRONG / "correct" / "slow.py", ["--timeout", "5"]),
-           "correct/alarming_logs": (WRONG / "correct" / "alarming_logs.py", []),
-           "never_acks": (WRONG / "never_acks.py", []),
            "ack_inside_transaction": (WRONG / "ack_inside_transaction.py", [])}
-STARVED = {"sandboxed": ["unit3", "correct/slow", "never_acks"],
-           "trusted": ["unit2", "correct/alarming_logs", "ack_inside_transaction"]}
+STARVED = {"sandboxed": ["unit3", "correct/slow"], "trusted": ["unit2", "ack_inside_transaction"]}
 # A handler that starves itself: it sleeps past its time limit, whatever the machine does.
 SLEEPS = '''import time
 
@@ -105,7 +102,7 @@ def make_class(folder, names):
 def test_a_starved_host_bends_no_verdict(quiet, farm_url, grading_broker, tmp_path):
     """A grading host on one CPU with 4 busy processes gives each handler its quiet verdict,
     or none, as too busy."""
-    names = ["unit3", "unit2", "never_acks"]
+    names = ["unit3", "ack_inside_transaction"]
     with Starved(4) as corner:
         host = Host(farm_url, "starved", grading_broker, "10", slots=2, popen=corner.popen)
         try:
