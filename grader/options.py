@@ -15,7 +15,8 @@ def add_time_limits(parser):
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="how long one worker run may take before it is stopped (default 10),"
                              " counted afresh at each delivery a --drain takes, and not counting"
-                             " time it waited for a CPU on a busy machine (up to as long again)")
+                             " time it waited for a CPU on a busy machine (one the machine starved"
+                             " leaves the handler not graded)")
     parser.add_argument("--submission-timeout", type=float, default=120.0, metavar="SECONDS",
                         help="how long one submission's grading may take, with --handlers"
                              " (default 120)")

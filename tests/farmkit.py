@@ -47,11 +47,12 @@ class Output:
 
 
 class Host:
-    """`python3 -m grader serve`, grading on `grading_broker` (conftest's GradingBroker)."""
+    """`python3 -m grader serve`, grading on `grading_broker` (conftest's GradingBroker); popen
+    starts it (a Starved corner's, tests/starvekit.py, say)."""
 
-    def __init__(self, url, name, grading_broker, timeout="10", slots=1):
+    def __init__(self, url, name, grading_broker, timeout="10", slots=1, popen=subprocess.Popen):
         self.name = name
-        self.process = subprocess.Popen(
+        self.process = popen(
             [sys.executable, "-m", "grader", "serve", "--farm", url, "--slots", str(slots), "--name", name,
              "--timeout", timeout, *grading_broker.args], cwd=ROOT, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

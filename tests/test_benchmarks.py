@@ -131,3 +131,11 @@ def test_reading_bench_times_a_read_from_a_checked_copy_and_directly():
     assert len(lines) == 1, lines
     assert re.fullmatch(r"one read of a lab's tickets, median of 20: from a checked copy"
                         r" \d+\.\d{3} ms, directly \d+\.\d{3} ms \([+-]\d+\.\d{3} ms\)", lines[0])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a starved CPU (a cpuset) needs root")
+def test_node_boot_bench_boots_nodes_on_a_starved_cpu():
+    lines = bench("node_boot_bench.py", "--boots", "2", "--parallel", "2", "--hogs", "1")
+    assert len(lines) == 1, lines
+    assert re.fullmatch(r"2 boots, 2 at a time, 1 hogs on one CPU, \d+ s: 0 failed, 0 needed a"
+                        r" second try; boot median \d+\.\d s, max \d+\.\d s", lines[0]), lines[0]

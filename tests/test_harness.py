@@ -1,5 +1,6 @@
 """The throwaway-lab harness (nightjar/harness/): what it leaves behind, and its two interruptions, on the machine's RabbitMQ."""
 
+import socket
 from pathlib import Path
 
 import pika.exceptions
@@ -9,6 +10,7 @@ from labkit import MACHINE_BROKER, ROOT, processes_mentioning
 from nightjar import broker
 from nightjar.harness import lab as harness
 from nightjar.harness.interruptions import ctrl_c_at, stop_at_effect
+from nightjar.harness.rabbitnode import PrivateNode, free_port
 
 ENDLESS = ROOT / "tests" / "handlers" / "endless_loop.py"
 UNIT3 = ROOT / "scenarios" / "unit3-idempotent-results" / "solution" / "handler.py"
@@ -129,3 +131,27 @@ def test_when_the_pause_step_fails_the_paused_worker_is_stopped(tmp_path):
         with pytest.raises(RuntimeError, match="the step at the pause failed"):
             ctrl_c_at(lab, "before-write", watch=True, on_pause=fails)
         assert not processes_mentioning(str(lab.workstation))
+
+
+def test_a_private_node_whose_port_is_taken_boots_again_on_others_and_says_why():
+    """A boot that fails is tried once more on fresh ports, with a fresh name and folder; why
+    the first failed is RabbitMQ's own error line, not the Erlang crash report after it. (Its
+    distribution port taken, as by another program's outgoing connection when it was chosen in
+    the ephemeral range, a node exits with status 0.)"""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        port = taken.getsockname()[1]
+        node = PrivateNode()
+        node.port, node.dist_port, node.management_port = free_port(), port, free_port()
+        first = node.dir
+        try:
+            node.start(same_ports=True).wait_ready()
+            assert node.dist_port != port and node.dir != first and not first.exists()
+            assert node.retried == [
+                "the private RabbitMQ node exited during start-up (status 0): ERROR: could not bind"
+                f" to distribution port {port} on host localhost. It could be in use by another"
+                " process or cannot be bound to (e.g. due to a security policy)"]
+        finally:
+            node.stop()
+        assert not node.dir.exists()

@@ -45,6 +45,11 @@ RESULTS_PREFIX = "nightjar.farm.results."
 # A job is returned to the queue when its host dies. Returned more than this
 # many times, it is taken to be what kills hosts, and dead-lettered.
 DELIVERY_LIMIT = 2
+# A grading the host's machine was too busy for (findings.TOO_BUSY) is no verdict: the host
+# puts the job back for another host or a later try, counting the tries in this header;
+# the BUSY_TRIES-th too busy grading is the job's result.
+BUSY_HEADER = "x-nightjar-busy-tries"
+BUSY_TRIES = 3
 # A job's whole message, and its handler.py: handlers are a few kilobytes.
 JOB_LIMIT = 1 << 20
 HANDLER_LIMIT = 512 << 10
@@ -151,6 +156,21 @@ def job_message(job):
     return _message(JOB, job.job_id, {"batch": job.batch, "job": job.job_id,
                                       "submission": job.submission, "files": files},
                     reply_to=results_queue(job.batch))
+
+
+def busy_tries(properties):
+    """How many gradings of a job were too busy so far (its BUSY_HEADER)."""
+    tries = (properties.headers or {}).get(BUSY_HEADER, 0)
+    return tries if isinstance(tries, int) and tries > 0 else 0
+
+
+def job_again(properties, tries):
+    """The properties of a job put back after `tries` too busy gradings."""
+    return pika.BasicProperties(
+        content_type=properties.content_type, delivery_mode=2, type=properties.type,
+        message_id=properties.message_id, reply_to=properties.reply_to,
+        headers={**{key: value for key, value in (properties.headers or {}).items()
+                    if not key.startswith("x-death")}, BUSY_HEADER: tries})
 
 
 def read_job(body):

@@ -38,7 +38,10 @@ from nightjar.rabbitadmin import default_management_url
 
 from grader import farm
 from grader.class_run import batch
+from grader.handler.findings import TOO_BUSY
 from grader.options import add_time_limits
+
+BUSY_PAUSE = 5.0  # seconds a host waits before putting back a job it was too busy to grade
 
 
 def parse_options(argv):
@@ -173,7 +176,8 @@ class Host:
         again = " (again: its last host stopped)" if method.redelivered else ""
         say(f"Took {job.submission!r} (job {job.job_id}){again}.")
         thread = threading.Thread(target=self.grade,
-                                  args=(session, tag, job, properties.reply_to, self.count),
+                                  args=(session, tag, job, properties.reply_to, self.count,
+                                        (body, properties, method.routing_key)),
                                   daemon=True)
         session.running[tag] = thread
         thread.start()
@@ -189,8 +193,10 @@ class Host:
         else:
             session.jobs.basic_reject(tag, requeue=False)
 
-    def grade(self, session, tag, job, reply_to, number):
-        """In a thread: grade the job as a local batch grades a submission, then hand the result over."""
+    def grade(self, session, tag, job, reply_to, number, message):
+        """In a thread: grade the job as a local batch grades a submission, then hand the result
+        over; or, when this machine was too busy to grade it, put it back (message: the job's
+        body, properties and routing key)."""
         started = time.monotonic()
         folder = self.scratch / f"job-{number}"
         try:
@@ -207,6 +213,10 @@ class Host:
         seconds = time.monotonic() - started
         finish = functools.partial(self.publish_and_ack, session, tag, job.job_id, submission,
                                    seconds, reply_to)
+        tries = farm.busy_tries(message[1]) + 1
+        if submission.status == farm.ERROR and TOO_BUSY in submission.note and tries < farm.BUSY_TRIES:
+            time.sleep(BUSY_PAUSE)  # a later try, or another host's
+            finish = functools.partial(self.put_back, session, tag, job, *message, tries)
         try:
             session.connection.add_callback_threadsafe(finish)
         except farm.CONNECTION_LOST + (pika.exceptions.AMQPError,):
@@ -230,6 +240,22 @@ class Host:
         session.running.pop(tag, None)
         if submission.name:
             say(f"Done {submission.name!r} (job {job_id}): {outcome} ({seconds:.1f} s).")
+
+
+    def put_back(self, session, tag, job, body, properties, routing_key, tries):
+        """In the connection's thread: the job again, confirmed, for another host or a later
+        try; then the ack."""
+        try:
+            session.results.basic_publish(farm.JOBS, routing_key, body,
+                                          farm.job_again(properties, tries), mandatory=True)
+        except (pika.exceptions.UnroutableError, pika.exceptions.NackError):
+            session.jobs.basic_nack(tag, requeue=True)  # as the job was, then
+            session.running.pop(tag, None)
+            return
+        session.jobs.basic_ack(tag)
+        session.running.pop(tag, None)
+        say(f"Too busy to grade {job.submission!r} (job {job.job_id}): put back for another"
+            f" try ({tries} of {farm.BUSY_TRIES} too busy).")
 
 
 def start_grading_broker(options, scratch):

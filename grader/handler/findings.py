@@ -84,6 +84,21 @@ class Fail(Exception):
         self.hint = hint
 
 
+# What a learner reads when the machine, not handler.py, kept a trial from its verdict.
+TOO_BUSY = "the grading machine was too busy"
+# What a worker that could not even reach the grader's own broker leaves on stderr.
+UNREACHED = ("Cannot reach RabbitMQ", "AMQPConnector", "AMQP handshake")
+
+
+class TooBusy(Exception):
+    """The machine starved a worker run (processes.OwnClock): this trial says nothing of handler.py."""
+
+
+def too_busy(run, what):
+    return TooBusy(f"{TOO_BUSY}: {what}, the worker got too little CPU to finish within"
+                   f" {run.time_limit:g} s of its own time")
+
+
 class NotApplicable(Exception):
     """This way of interrupting does not apply to the handler (the reason says why)."""
 
@@ -157,6 +172,8 @@ def run_problem(run, what):
                 " delivered the job; a delivery tag counts only on its own channel, so the"
                 " delivery was never acknowledged", "connection")
     if run.timed_out:
+        if run.starved:
+            raise too_busy(run, what)
         return (f"{what}: the worker did not finish within {run.time_limit:g} s, so it was stopped;"
                 " handler.py seems stuck (an endless loop?)", "stuck")
     loaded = run.events.first("load-failed")
@@ -188,6 +205,10 @@ def run_problem(run, what):
         return None  # the caller decides what a missing checkpoint means
     if run.returncode != 0:
         tail = [line for line in run.stderr.splitlines() if line.strip()]
+        if (not run.events.received() and tail
+                and any(text in tail[-1] for text in UNREACHED)):  # before handler.py had a job
+            raise TooBusy(f"{TOO_BUSY}: {what}, the worker could not connect to the grading"
+                          f" broker ({shorten(tail[-1].strip(), 120)})")
         detail = f"its last error line: {tail[-1].strip()}" if tail else "no error message"
         return f"{what}: the worker exited with status {run.returncode} ({detail})", "error"
     return None

@@ -14,10 +14,11 @@ from nightjar.sandbox import Tampered
 
 from . import trial_story as story
 from .checks import CHECKS
-from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result
+from .findings import HINTS, REASON_LIMIT, Fail, NotApplicable, Result, TooBusy
 
 
 STOP_WAIT = 10.0  # seconds the running variants get to end once the grader is stopped
+BUSY_TRIES = 3  # a trial the machine starved is run afresh, up to this many times in all
 
 
 class NotGraded(Exception):
@@ -25,17 +26,29 @@ class NotGraded(Exception):
 
 
 def _run_variant(make_lab, check, key, function):
-    """('pass'|'n/a'|'fail'|'error', sentence, hint, story) for one variant; never raises.
+    """('pass'|'n/a'|'fail'|'busy'|'error', sentence, hint, story) for one variant; never raises.
     story: what happened in a failed trial (grader/handler/trial_story.py), else None.
-    'error' is the grader's own trouble (a broker gone, a sandbox that broke), not the handler's."""
+    'busy': the machine starved the trial BUSY_TRIES times; 'error' is the grader's own
+    trouble (a broker gone, a sandbox that broke). Neither is the handler's."""
+    for attempt in range(1, BUSY_TRIES + 1):
+        outcome = _run_trial(make_lab, f"c{check.number}-{key}" + (f"-{attempt}" if attempt > 1 else ""),
+                             function)
+        if outcome[0] != "busy" or processes.Running.stopping:
+            break
+    return outcome
+
+
+def _run_trial(make_lab, label, function):
     lab = None
     try:
-        lab = make_lab(f"c{check.number}-{key}")
+        lab = make_lab(label)
         return "pass", function(lab), "", None
     except NotApplicable as note:
         return "n/a", str(note), "", None
     except Fail as failure:
         return "fail", failure.reason, HINTS.get(failure.hint, failure.hint), story.tell(lab)
+    except TooBusy as busy:
+        return "busy", str(busy), "", None
     except Tampered as tampered:  # its story says where the database could not be read
         return "fail", str(tampered), HINTS["schema"], story.tell(lab)
     except Exception as error:  # the grader's own trouble: say so, never crash
@@ -64,6 +77,9 @@ def combine(check, outcomes):
             more = f" ({len(failures) - 1} more of this check's trials failed too)"
         reason = shorten(reason, REASON_LIMIT - len(more)) + more
         return Result(check.name, False, _sentence(reason), hint, told)
+    busy = [text for status, text, *_ in outcomes if status == "busy"]
+    if busy:  # (its text starts with findings.TOO_BUSY)
+        raise NotGraded(f"{busy[0]} (check {check.number}, tried {BUSY_TRIES} times)")
     errors = [text for status, text, *_ in outcomes if status == "error"]
     if errors:
         raise NotGraded(f"the grader could not carry out check {check.number} ({check.name}):"

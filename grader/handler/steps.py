@@ -11,7 +11,8 @@ from nightjar.harness.lab import RETURN_WAIT
 from nightjar.harness.processes import DeliveryClock
 
 from .findings import (EFFECT_NEVER, EFFECT_WHERE, Fail, NotApplicable, dead_letters,
-                       fail_on_problem, loss_cause, name_text, not_back, settle_call)
+                       fail_on_problem, loss_cause, name_text, not_back, settle_call,
+                       too_busy)
 from .trial_story import record_run
 
 # When the worker had already acknowledged the delivery, it is not expected back.
@@ -53,6 +54,8 @@ def interrupt(lab, registration_id, point, *, required=True, on_pause=None):
                        f" checkpoint(pause, '{point}'), so the interruption came at the wrong"
                        " moment", "checkpoint")
         if run.timed_out:
+            if run.starved:
+                raise too_busy(run, f"after {how}")
             raise Fail(f"after {how} the worker did not stop within {run.time_limit:g} s", "stuck")
         if run.returncode != 130:
             raise Fail(f"after {how} the worker carried on and exited with status"

@@ -22,14 +22,15 @@ def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stder
     a worker_timeout (./solve's Desk, on the live lab).
     on_pause(worker) runs just before Ctrl+C, while the worker waits at the
     checkpoint (worker.lines: what it printed so far); should it raise, the
-    worker is stopped. The whole run has `timeout` seconds (default the
-    lab's worker_timeout); the worker is killed then. The result's `paused`
+    worker is stopped. The run up to the pause has `timeout` seconds of its
+    own time (default the lab's worker_timeout), and so has its stop after
+    Ctrl+C; the worker is killed when either runs out. The result's `paused`
     says whether it ever printed the pause line.
     """
     timeout = timeout or lab.worker_timeout
     worker = lab.start("worker.py", *args, "--pause", point, watch=watch, stderr_limit=stderr_limit)
     worker.time_limit = timeout
-    clock = OwnClock(worker.process.pid, timeout)
+    clock = OwnClock(worker.process.pid, timeout, worker.members, worker.peers)
     try:
         worker.wait_for(f"Paused {point}.", clock=clock)
     except NeverPrinted:
@@ -43,7 +44,9 @@ def ctrl_c_at(lab, point, *args, timeout=None, on_pause=None, watch=False, stder
         except BaseException:
             worker.stop()
             raise
-    worker.interrupt(clock=clock)
+    # Its own time from Ctrl+C on: the pause (waiting for Enter while the caller looks at the
+    # lab) is not the worker's to spend.
+    worker.interrupt(clock=OwnClock(worker.process.pid, timeout, worker.members, worker.peers))
     return worker
 
 

@@ -360,7 +360,8 @@ class Lab:
             command, fds = self.trial.command(command, workdir=workstation)
             started = processes.start(None, env, command, *args, events_path=events_path,
                                       stderr_limit=stderr_limit, pass_fds=fds,
-                                      on_end=self.trial.after_run, forked=forked)
+                                      on_end=self.trial.after_run, forked=forked,
+                                      members=self.trial.group.pids, peers=self.trial.relay_pids)
         self._started.append(started)
         return started
 

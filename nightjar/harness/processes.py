@@ -29,21 +29,87 @@ def waited_for_cpu(pid):
     return total / 1e9
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid):
+    """The fields of /proc/PID/stat after the command's name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def cpu_used(pids):
+    """CPU seconds the processes used: all their threads, and the children they waited for."""
+    total = 0
+    for pid in pids:
+        fields = _stat(pid)
+        if fields:
+            total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    return total / TICKS
+
+
+def session_of(sid):
+    """The processes of session `sid`: a worker (a session leader) and what it started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(entry)
+            if fields and fields[3] == str(sid):
+                found.append(int(entry))
+    return found
+
+
 class OwnClock:
     """A time limit on a program's own time: what a busy machine keeps it waiting for a CPU is not counted.
 
-    So a verdict does not depend on what else the machine runs. The wait
-    forgiven is at most the limit itself: a program never runs longer than
-    twice its limit, however many processes it starts to crowd itself out.
+    So a verdict does not depend on what else the machine runs. The program's
+    own time is the time it ran or slept, not what it waited for a CPU; its
+    limit is also reached once it used the limit in CPU time (with what it
+    started, when members() is given: a sandbox's control group is cheap to
+    list). A program that kept a CPU busy itself, using more than BUSY of it,
+    is stopped at twice its limit, as it always was: crowding itself out (a
+    busy loop, a fork bomb) gains it nothing. Any other program that reached
+    neither limit is stopped after STARVED_AFTER times its limit (at least
+    STARVED_SECONDS) and was starved by the machine: `starved`.
+
+    (peers(): the pids of what the program waits on besides, such as a sandbox's relay to
+    the broker: their waits for a CPU are not the program's either.)
     """
 
-    def __init__(self, pid, limit):
+    STARVED_AFTER, STARVED_SECONDS = 6, 30.0
+    BUSY = 0.5  # CPU seconds: several times what a whole worker run takes (about 0.1 s)
+
+    def __init__(self, pid, limit, members=None, peers=None):
         self.pid, self.limit = pid, limit
-        self.start, self.waited = time.monotonic(), waited_for_cpu(pid)
+        self.listed = members is not None
+        self.members = members or (lambda: session_of(pid))
+        self.peers = peers or (lambda: ())
+        self.start, self.waited = time.monotonic(), self._waited()
+        self.cpu = self._cpu(self.listed)
+        self.starved = False
+
+    def _waited(self):
+        return sum(map(waited_for_cpu, {self.pid, *self.peers()}))
+
+    def _cpu(self, everything):
+        return cpu_used({self.pid, *self.members()} if everything else [self.pid])
 
     def left(self):
-        forgiven = min(self.limit, waited_for_cpu(self.pid) - self.waited)
-        return self.limit + forgiven - (time.monotonic() - self.start)
+        """Seconds left (at most until the next bound is looked at); 0 or less once run out."""
+        wall = time.monotonic() - self.start
+        own = wall - (self._waited() - self.waited)
+        cpu = self._cpu(self.listed) - self.cpu
+        if own >= self.limit or cpu >= self.limit or (wall >= 2 * self.limit and cpu >= self.BUSY):
+            return 0
+        bound = max(self.STARVED_AFTER * self.limit, self.STARVED_SECONDS)
+        if wall >= bound:
+            # (A session is costly to list: only now, once.)
+            self.starved = self._cpu(True) - self.cpu < self.BUSY
+            return 0
+        return min(self.limit - own, bound - wall)
 
 
 class DeliveryClock:
@@ -54,15 +120,20 @@ class DeliveryClock:
 
     def __init__(self, running, limit, deliveries):
         self.running, self.limit, self.deliveries = running, limit, deliveries
-        self.clock = OwnClock(running.process.pid, limit)
+        self.clock = OwnClock(running.process.pid, limit, running.members, running.peers)
         self.started_afresh = 0
 
     def left(self):
         received = sum(line.startswith("Received ") for line in self.running.lines_so_far())
         if min(received - 1, self.deliveries - 1) > self.started_afresh:
             self.started_afresh += 1
-            self.clock = OwnClock(self.running.process.pid, self.limit)
+            self.clock = OwnClock(self.running.process.pid, self.limit, self.running.members,
+                                  self.running.peers)
         return self.clock.left()
+
+    @property
+    def starved(self):
+        return self.clock.starved
 
 
 class NeverPrinted(AssertionError):
@@ -96,7 +167,7 @@ def run(workdir, env, program, *args, input="", timeout=30):
 
 
 def start(workdir, env, program, *args, events_path=None, stderr_limit=None, pass_fds=(),
-          on_end=None, forked=None):
+          on_end=None, forked=None, members=None, peers=None):
     """Start worker.py or desk.py with pipes, to wait for its lines and interrupt it.
 
     `program` may also be a full command (a list), e.g. the effects watcher's
@@ -105,6 +176,8 @@ def start(workdir, env, program, *args, events_path=None, stderr_limit=None, pas
     characters of the end of stderr. on_end(running) runs once it has ended
     (a sandbox then clears up after it). forked(): the same run as a process a
     sandbox's launcher made (nightjar/sandbox/launch.py), or None to start it afresh.
+    members(): the pids of the run and all it started (default: those of its session);
+    peers(): those of what it waits on besides (OwnClock).
     """
     if Running.stopping:
         raise Stopping("the grader is stopping: no program starts any more")
@@ -116,7 +189,7 @@ def start(workdir, env, program, *args, events_path=None, stderr_limit=None, pas
             [*command, *args], cwd=workdir, env=env, text=True, start_new_session=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=pass_fds, errors="replace")
-    running = Running(process, events_path, stderr_limit, on_end)
+    running = Running(process, events_path, stderr_limit, on_end, members, peers)
     if Running.stopping:  # stop_starting() came while it started: kill_all() may have missed it
         running.kill()
     return running
@@ -147,7 +220,8 @@ class Running:
     is bounded, as a stranger's handler.py may print without end: lines are
     cut at LINE_LIMIT characters, at most BACKLOG lines wait to be read (more
     are dropped) and `lines` keeps the first LINES_KEPT. After finish():
-    returncode, lines, stderr, events (nightjar/events.py), timed_out, and
+    returncode, lines, stderr, events (nightjar/events.py), timed_out, starved
+    (stopped because the machine gave it no CPU: OwnClock), and
     limits_hit (the sandbox limits the run ran into, when it ran in one).
     """
 
@@ -158,12 +232,15 @@ class Running:
     BACKLOG = 4096
     LINES_KEPT = 10000
 
-    def __init__(self, process, events_path=None, stderr_limit=None, on_end=None):
+    def __init__(self, process, events_path=None, stderr_limit=None, on_end=None, members=None,
+                 peers=None):
         self.process = process
+        self.members, self.peers = members, peers
         self.lines = []
         self.stderr = ""
         self.events = worker_events.EventLog()
         self.timed_out = False
+        self.starved = False
         self.time_limit = None
         self.paused = False  # set by interruptions.ctrl_c_at
         self.limits_hit = []
@@ -212,7 +289,7 @@ class Running:
         timeout: the program's own time (OwnClock) it may take, or `clock`, a
         limit on its whole run already counting.
         """
-        clock = clock or OwnClock(self.process.pid, timeout)
+        clock = clock or OwnClock(self.process.pid, timeout, self.members, self.peers)
         while True:
             remaining = clock.left()
             if remaining <= 0:
@@ -246,11 +323,11 @@ class Running:
     def finish(self, timeout=30, clock=None):
         """Wait for the end (killing it after `timeout` s of its own time, or when `clock` runs out); collect the remaining output; the exit status."""
         self.time_limit = self.time_limit or timeout
-        clock = clock or OwnClock(self.process.pid, timeout)
+        clock = clock or OwnClock(self.process.pid, timeout, self.members, self.peers)
         while self.process.poll() is None:
             remaining = clock.left()
             if remaining <= 0:
-                self.timed_out = True
+                self.timed_out, self.starved = True, clock.starved
                 break
             try:
                 self.process.wait(timeout=min(remaining, 0.25))

@@ -8,6 +8,8 @@ which nothing here ever stops.
 """
 
 import os
+import random
+import re
 import secrets
 import shutil
 import signal
@@ -21,6 +23,8 @@ from pathlib import Path
 import pika
 import pika.exceptions
 from pika.adapters.utils.connection_workflow import AMQPConnectorException
+
+from .processes import waited_for_cpu
 
 # As root, the /usr/sbin wrappers switch to the rabbitmq user, whose Erlang
 # cookie differs from ours; the scripts behind them are called directly.
@@ -43,10 +47,34 @@ def find_tool(name):
     return None
 
 
+LOWEST_PORT = 10000
+
+
+def _ephemeral_ports():
+    """The range the machine takes the source ports of its outgoing connections from."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free on 127.0.0.1 now, below the ephemeral range: one the machine's own outgoing
+    connections never take, so it stays free until the program it is for binds it."""
+    low, _ = _ephemeral_ports()
+    if low <= LOWEST_PORT + 1000:  # (a machine that gives nearly every port to outgoing connections)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    while True:
+        port = random.randrange(LOWEST_PORT, low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def node_environment(directory, name, port, dist_port, management_port=None, login=None):
@@ -105,28 +133,45 @@ class NodeError(Exception):
     """The private node could not be started; the text says why."""
 
 
+# RabbitMQ's own line in its log ("... [error] <0.230.0> Failed to ..."), not the indented
+# lines of an Erlang report (crasher:, reductions:, neighbours: ...) that may follow it.
+ERROR_LINE = re.compile(r"^\S+ \S+ \[error\] <[0-9.]+> (\S.*)$")
+BANNER = ("BOOT FAILED", "===========")  # RabbitMQ's heading above its reason
+BOOT_TRIES = 2  # a node that fails to boot is started afresh once (new ports, a new name)
+STARVED_AFTER = 5  # a boot starved of CPU is given up after this many times its time limit
+
+
 class PrivateNode:
     """start() returns at once; wait_ready() blocks until AMQP answers; stop() kills and removes it.
 
     The node has one user, an administrator with a random password (no
     guest), and the management API on a port of its own: the grader's
     sandbox makes a vhost and a user per submission through it. Read url and
-    management_url after wait_ready(): a node that lost its port to another
-    program is started again on another.
+    management_url after wait_ready(): a node that did not boot (a port taken
+    meanwhile, a machine too busy) is started again on other ports, with
+    another name and folder; `retried` holds why. A node that fails even
+    then keeps its folder, and NodeError names its log.
     """
 
     USER = "nightjar-grader"
 
     def __init__(self, base=None, remove_if_orphaned=None):
-        self.dir = Path(tempfile.mkdtemp(prefix="nightjar-grader-node-", dir=base))
-        self.name = f"nightjar-grader-{os.getpid()}-{uuid.uuid4().hex[:6]}@localhost"
+        self.base = base
         self.password = secrets.token_urlsafe(18)
         self.process = None
         self.watchdog = None
         self.env = None  # rabbitmq-server's and rabbitmqctl's, from start()
         self.port = self.dist_port = None
         self.management_port = None
-        self._remove_if_orphaned = Path(remove_if_orphaned or self.dir)
+        self.retried = []  # why each boot that was tried again failed
+        self._keep = False
+        self._orphan_folder = remove_if_orphaned
+        self._new_folder()
+
+    def _new_folder(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="nightjar-grader-node-", dir=self.base))
+        self.name = f"nightjar-grader-{os.getpid()}-{uuid.uuid4().hex[:6]}@localhost"
+        self._remove_if_orphaned = Path(self._orphan_folder or self.dir)
 
     @property
     def url(self):
@@ -168,42 +213,67 @@ class PrivateNode:
         return params
 
     def wait_ready(self, timeout=60):
-        params = self._probe()
-        deadline = time.monotonic() + timeout
-        restarts = 0
-        while True:
-            if self.process.poll() is not None and self._lost_a_port() and restarts < 2:
-                # Another program took a port between free_port() and the node
-                # binding it (a busy machine): start again on other free ports.
-                restarts += 1
+        """Block until the node answers AMQP; a boot that fails is tried once more afresh.
+        NodeError says why the last one failed, and where its log is (kept)."""
+        for attempt in range(1, BOOT_TRIES + 1):
+            try:
+                return self._wait_ready(timeout)
+            except NodeError as error:
+                if attempt == BOOT_TRIES:
+                    self._keep = True
+                    self._kill()
+                    if self.base is not None:  # out of the folder its user deletes when done
+                        self.dir = Path(shutil.move(self.dir, Path(self.base).parent / self.dir.name))
+                    raise NodeError(f"{error} (tried {BOOT_TRIES} times; its log: {self._log_path()},"
+                                    f" its output: {self.dir / 'server.out'})") from None
+                self.retried.append(str(error))
                 self.stop()
-                params = self.start()._probe()
+                self._new_folder()
+                self.start()
+
+    def _wait_ready(self, timeout):
+        """timeout: of the node's own time, as a worker's (processes.OwnClock): what a busy
+        machine keeps it waiting for a CPU is not counted, up to STARVED_AFTER times it."""
+        params = self._probe()
+        start = time.monotonic()
+        while True:
             if self.process.poll() is not None:
                 raise NodeError(f"the private RabbitMQ node exited during start-up"
-                                f" (status {self.process.returncode}): {self._tail()}")
+                                f" (status {self.process.returncode}): {self._reason()}")
             try:
                 pika.BlockingConnection(params).close()
                 return
             # Not up yet; a handshake that times out (pika raises it outside AMQPError) too.
             except (pika.exceptions.AMQPError, AMQPConnectorException, OSError):
-                if time.monotonic() > deadline:
+                wall = time.monotonic() - start  # (its processes are new: all they waited is now)
+                if wall > timeout and (wall - min(wall, self._waited()) > timeout
+                                       or wall > STARVED_AFTER * timeout):
                     raise NodeError(f"the private RabbitMQ node did not accept connections within"
-                                    f" {timeout:g} s: {self._tail()}") from None
+                                    f" {timeout:g} s: {self._reason()}") from None
                 time.sleep(0.1)
 
-    def _lost_a_port(self):
-        try:
-            return "eaddrinuse" in (self.dir / "server.out").read_text(errors="replace")
-        except OSError:
-            return False
+    def _waited(self):
+        """Seconds the node's processes waited for a CPU so far."""
+        return sum(map(waited_for_cpu, [self.process.pid, *_descendants(self.process.pid)]))
 
-    def _tail(self):
-        try:
-            lines = (self.dir / "server.out").read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "no output"
-        interesting = [line for line in lines if "error" in line.lower()] or lines
-        return " / ".join(interesting[-3:])[:500] or "no output"
+    def _log_path(self):
+        return self.dir / "log" / f"{self.name}.log"
+
+    def _reason(self):
+        """Why the node did not boot: RabbitMQ's own first error line in its log (or in what it
+        printed), else the VM's last word, else the last lines it printed."""
+        def lines(path):
+            try:
+                return path.read_text(errors="replace").splitlines()
+            except OSError:
+                return []
+
+        printed = lines(self.dir / "server.out")
+        errors = [found.group(1) for found in map(ERROR_LINE.match, lines(self._log_path()) + printed)
+                  if found and found.group(1) not in BANNER]
+        told = [line.strip() for line in printed if line.strip()]
+        ended = [line for line in told if line.startswith("init terminating in do_boot")]
+        return _middle_cut((errors or ended or [" / ".join(told[-3:])])[0]) or "no output"
 
     def ctl(self, *args, timeout=60):
         """rabbitmqctl on this node (after start()), e.g. ctl("set_vm_memory_high_watermark", "0.4");
@@ -214,12 +284,14 @@ class PrivateNode:
     def restart(self):
         """Kill the node as a crash would, and start it again on the same ports and data."""
         self._kill()
-        self.start(same_ports=True).wait_ready()
+        self.start(same_ports=True)._wait_ready(60)
 
     def stop(self):
-        """Kill the node's processes, wait for them, delete its data. Safe to call twice."""
+        """Kill the node's processes, wait for them, delete its data (not the folder of a node
+        that failed to boot: NodeError named its log). Safe to call twice."""
         self._kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not self._keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def _kill(self):
         if self.watchdog is not None:
@@ -242,6 +314,13 @@ class PrivateNode:
                 pass
             self.process = None
             self._log.close()
+
+
+def _middle_cut(text, limit=400):
+    """A long line of Erlang terms cut in the middle: its start and its end say the most."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit // 2 - 2]} … {text[-(limit // 2 - 1):]}"
 
 
 def _descendants(pid):

@@ -79,6 +79,10 @@ class Trial:
         """
         return [str(Path(sys.executable).resolve()), "-S"]
 
+    def relay_pids(self):
+        """The relay's process: every byte of the trial's workers to the broker waits on it."""
+        return [self.sandbox.relay.process.pid]
+
     def launch(self, argv, env, workdir):
         """A worker run of `python -S ARGV` from the submission's launcher (launch.Forked), or
         None: start it as a fresh interpreter then."""
