@@ -15,8 +15,7 @@
                     file as its console serves it, else the one of the learner's last Grade;
                     in the background, the page saying so (and showing each verdict as it
                     comes) until it ends
-  GET  verdicts?after=N   answers {"verdicts": COUNT} once the service has more than N
-                    verdicts (or after 25 s): the instructor's page waits on it
+  POST events, GET live, GET api/...   each lab's events in, the live class view out (course/live.py)
 
 Grading is the grading farm's (grader/farm.py), on a broker the labs cannot reach, through one
 connection for the service's life (course/grading.py); the service keeps each learner's last
@@ -30,6 +29,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -42,12 +42,13 @@ from jupyterhub.utils import url_escape_path
 from grader.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
 
-from . import lti
+from . import live, lti, signals
 from .grading import Grading
 from .learners import STAFF_GROUP
 
 HERE = Path(__file__).resolve().parent
 HANDLER_LIMIT = 512 * 1024    # the farm's own limit (grader/farm.py)
+HUB_SECONDS = 5              # how often the service asks the hub whose lab runs
 UNIT = re.compile(r"[a-z0-9-]{1,16}")  # "2", "cl-13-2": the units' keys (scenarios/units/table.py)
 
 
@@ -55,6 +56,7 @@ class Store:
     """Each learner's last Grade (its handler.py and the verdict) and the units they passed."""
 
     def __init__(self, path):
+        self.path = path
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript("""
@@ -63,11 +65,13 @@ class Store:
             CREATE TABLE IF NOT EXISTS passed (learner TEXT NOT NULL, unit TEXT NOT NULL,
                 at TEXT NOT NULL, PRIMARY KEY (learner, unit));""")
         self.after_graded = lambda learner, submission: None  # course/lti.py: the score to the LMS
+        self.on_graded = lambda learner, submission: None     # course/live.py: the class view
 
     def graded(self, learner, handler, submission):
         self.db.execute("INSERT OR REPLACE INTO grades VALUES (?, ?, ?, ?)",
                         (learner, now(), handler, json.dumps(submission.as_dict())))
         self.after_graded(learner, submission)
+        self.on_graded(learner, submission)
 
     def passed(self, learner, unit):
         self.db.execute("INSERT OR IGNORE INTO passed VALUES (?, ?, ?)", (learner, unit, now()))
@@ -87,6 +91,22 @@ class Store:
 
 def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def epoch(stamp):
+    """Seconds since 1970 of the hub's ISO 8601 time (None stays None)."""
+    if not stamp:
+        return None
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def grade_of(at, submission):
+    """A learner's last Grade as the class view shows it."""
+    at = datetime.datetime.strptime(at, "%Y-%m-%d %H:%M:%S UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"time": at, "result": submission.result, "checks_passed": submission.checks_passed(),
+            "failed": [{"name": check["name"], "reason": check["reason"]}
+                       for check in submission.checks if not check["passed"]],
+            "note": submission.note}
 
 
 def submission_of(data, name):
@@ -113,6 +133,88 @@ class Service:
         self.grading = Grading(os.environ["NIGHTJAR_COURSE_FARM_URL"], store.graded)
         self.grading_all = None   # the running Grade all (an asyncio task), if any
         self.grade_all_note = ""  # what the last Grade all did, for the instructor's page
+        self.live = live.Live(store.path)
+        self.live.view = self.rows
+        self.users = None         # the hub's learners by name, as last asked (HUB_SECONDS)
+        self.waiting = {"waiting": [], "authorize": None}  # sign-ups the hub waits to authorize
+        self.grades = {learner: grade_of(at, submission)
+                       for learner, (at, submission, _) in store.last_grades().items()}
+        self.cached = {}          # name -> its row of the class view
+        self.lti = None           # course/lti.py's Lti, once make_app has it
+        store.on_graded = self.graded
+
+    def start(self):
+        self.grading.start()
+        self.live.start()
+        tornado.ioloop.PeriodicCallback(self.refresh_users, HUB_SECONDS * 1000).start()
+
+    def graded(self, learner, submission):
+        self.grades[learner] = grade_of(now(), submission)
+        self.live.touched(learner)
+
+    def note(self, text):
+        """What Grade all does, on the instructor's page as it changes."""
+        self.grade_all_note = text
+        self.live.send("status", self.status())
+
+    def status(self):
+        return {"note": self.grade_all_note, "grading": self.grading_all is not None}
+
+    async def refresh_users(self):
+        """The hub's learners (whose lab runs, their last activity) and its waiting sign-ups."""
+        try:
+            found = {user["name"]: dict(user, hub_activity=epoch(user.get("last_activity")))
+                     for user in await self.learners()}
+        except (tornado.httpclient.HTTPClientError, OSError, ValueError) as error:
+            print(f"Could not ask the hub for its learners: {error}", flush=True)
+            return
+        try:
+            waiting = await self.hub("nightjar/waiting")
+        except (tornado.httpclient.HTTPClientError, OSError, ValueError):
+            waiting = {"waiting": [], "authorize": None}  # another login than the course's own
+        before = self.users or {}
+        for name, user in found.items():
+            if live.lab_state(user) != live.lab_state(before.get(name, {})) or name not in before:
+                self.live.touched(name)
+        for name in set(before) - set(found):
+            self.cached.pop(name, None)
+            self.live.touched(name)
+        if waiting != self.waiting:
+            self.live.send("waiting", waiting)
+        self.users, self.waiting = found, waiting
+
+    def rows(self, names):
+        """{name: row} of these learners (every learner when names is None), each row made anew."""
+        users = self.users or {}
+        everyone = names is None
+        if everyone:
+            names = [name for name in users if name not in self.cached]
+        people = self.lms_names() if names else {}
+        passed = self.store.units_passed() if names else {}
+        medians = self.live.medians() if names else {}
+        moment = time.time()
+        for name in names:
+            if name not in users:
+                self.cached.pop(name, None)
+                continue
+            facts = self.live.of(name).facts
+            self.cached[name] = live.row(users[name], facts, self.grades.get(name), passed.get(name, []),
+                                         people.get(name), signals.of(facts, medians, moment))
+        if everyone:
+            return dict(self.cached)
+        return {name: self.cached[name] for name in names if name in self.cached}
+
+    def lms_names(self):
+        """The LMS's names of learners launched from it (their hub names are lti-<hash>)."""
+        return self.lti.launches.names()[0] if self.lti is not None else {}
+
+    async def class_view(self):
+        """The API's class view: every learner, needs help first, and what several share."""
+        if self.users is None:
+            await self.refresh_users()
+        everyone = self.rows(None)
+        return {"learners": live.needs_help_first(everyone.values()), "shared": live.shared_of(everyone),
+                "waiting": self.waiting, **self.status()}
 
     async def hub(self, path, method="GET"):
         answer = await tornado.httpclient.AsyncHTTPClient().fetch(
@@ -128,7 +230,7 @@ class Service:
     def start_grade_all(self):
         """Grade all in the background, unless one runs already."""
         if self.grading_all is None:
-            self.grade_all_note = "Grade all is starting: it reads every learner's handler.py."
+            self.note("Grade all is starting: it reads every learner's handler.py.")
             self.grading_all = asyncio.ensure_future(self.grade_all())
 
     async def grade_all(self):
@@ -144,17 +246,17 @@ class Service:
                     from_last.append(user["name"])
                 if current is not None:
                     handlers[user["name"]] = current
-            self.grade_all_note = f"Grading {len(handlers)} learners' handler.py on the farm…"
+            self.note(f"Grading {len(handlers)} learners' handler.py on the farm…")
             await asyncio.gather(*(self.grading.grade(learner, handler)
                                    for learner, handler in handlers.items()))
             note = f"Graded {len(handlers)} learners' handler.py on the farm"
             if from_last:
                 note += f" ({len(from_last)} whose lab is stopped: the handler.py of their last Grade)"
-            self.grade_all_note = note + "."
+            note += "."
         except Exception as error:  # the hub or the farm failed it: the page says so, and why
-            self.grade_all_note = f"Grade all did not finish: {error}."
-        finally:
-            self.grading_all = None
+            note = f"Grade all did not finish: {error}."
+        self.grading_all = None
+        self.note(note)
 
     async def handler_now(self, user):
         """A running lab's handler.py, as its console serves it; None when the lab does not run."""
@@ -220,28 +322,35 @@ class Staff(HubOAuthenticated, tornado.web.RequestHandler):
         return [submission for _, submission, _ in self.service.store.last_grades().values()]
 
 
+class StaffApi(Staff):
+    """The staff's JSON API: a call with no login gets 403, not the login page."""
+
+    async def prepare(self):
+        if self.current_user is None:
+            raise tornado.web.HTTPError(403, reason="for the course's instructors: their hub token")
+        await super().prepare()
+
+
 class Page(Staff):
+    """The live class page: drawn by its script from the stream (live.Stream)."""
+
+    def get(self):
+        self.set_header("Cache-Control", "no-store")
+        self.render("instructor.html", hub=self.service.auth.hub_prefix,
+                    projection=self.get_argument("projection", "") == "1")
+
+
+class ClassApi(StaffApi):
     async def get(self):
-        grades, passed = self.service.store.last_grades(), self.service.store.units_passed()
-        rows = []
-        for user in sorted(await self.service.learners(), key=lambda u: u["name"]):
-            at, submission, _ = grades.get(user["name"], (None, None, None))
-            rows.append({"name": user["name"], "running": bool(user.get("servers")),
-                         "passed": passed.get(user["name"], []), "at": at, "submission": submission})
-        self.render("instructor.html", rows=rows, note=self.service.grade_all_note,
-                    grading=self.service.grading_all is not None,
-                    verdicts=self.service.grading.verdicts)
+        self.finish(await self.service.class_view())
 
 
-class Verdicts(Staff):
-    """The instructor's page, while Grade all runs, waits here for the next verdict."""
+class Stream(live.Stream, Staff):
+    """GET live: the class view as server-sent events (course/live.py)."""
 
-    async def get(self):
-        try:
-            seen = int(self.get_argument("after", "0"))
-        except ValueError:
-            raise tornado.web.HTTPError(400, reason="after=N, a number of verdicts") from None
-        self.finish({"verdicts": await self.service.grading.verdict_after(seen, 25)})
+
+class Events(live.EventsIn, LearnerApi):
+    """POST events: a lab's events (course/live.py)."""
 
 
 class Report(Staff):
@@ -265,20 +374,24 @@ class GradeAll(Staff):
 
 def make_app(store):
     prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
-    shared = {"service": Service(store)}
+    service = Service(store)
+    shared = {"service": service}
+    service.lti = lti.start(store)
     # The farm's verdicts stored before a restart are kept at once, not at the next Grade.
-    tornado.ioloop.IOLoop.current().add_callback(shared["service"].grading.start)
+    tornado.ioloop.IOLoop.current().add_callback(service.start)
     return tornado.web.Application([
         tornado.web.url(prefix, Page, shared, name="page"),
         (prefix + r"report\.(html|csv)", Report, shared),
         (prefix + "grade-all", GradeAll, shared),
-        (prefix + "verdicts", Verdicts, shared),
+        (prefix + "live", Stream, shared),
+        (prefix + "api/class", ClassApi, shared),
+        (prefix + "events", Events, shared),
         (prefix + "grade", Grade, shared),
         (prefix + "progress", Progress, shared),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
         *lti.routes(prefix, Staff, shared),
     ], template_path=str(HERE / "templates"), cookie_secret=os.urandom(32),
-        lti=lti.start(store), ui_modules={"LtiSending": lti.SendingStatus},
+        lti=service.lti, ui_modules={"LtiSending": lti.SendingStatus},
         # The hub's login checks XSRF itself: a cookie without the form's _xsrf logs no one in,
         # and a console's token needs none.
         xsrf_cookies=False)

@@ -225,9 +225,9 @@ class UnitScript(Api):
         progress = Progress(self.config.data)
         if action == "check" and status == 0:
             progress.passed(key)
-            if self.config.hub:
-                from . import hub
-                asyncio.ensure_future(hub.tell_passed(self.config.grader_url, key))
+        if self.config.hub:
+            from . import hub
+            hub.after_script(self, key, action, status, lines)
         if action == "setup" and status == 0:
             progress.set_up(key)
         self.finish({"key": key, "action": action, "status": status, "done": status == 0, "lines": lines})
@@ -388,6 +388,7 @@ def make_app(config, token=None):
         routes = hub.login_handlers(routes, url_prefix, access)
         settings["activity"] = hub.Activity()
         settings["activity"].start()
+        settings["course_events"] = hub.course_events(config.data, settings["activity"])
         settings["cookie_secret"] = read_or_create(config.data / "cookie-secret",
                                                    lambda: secrets.token_hex(32))
     return tornado.web.Application(
