@@ -15,7 +15,9 @@
                     file as its console serves it, else the one of the learner's last Grade;
                     in the background, the page saying so (and showing each verdict as it
                     comes) until it ends
-  POST events, GET live, GET api/...   each lab's events in, the live class view out (course/live.py)
+  POST events, GET live, GET api/class   each lab's events in, the live class view out (course/live.py)
+  GET learners/NAME, api/learners/NAME, POST api/messages, GET inbox   one learner close up, and
+                    messages to learners (course/closeup.py)
 
 Grading is the grading farm's (grader/farm.py), on a broker the labs cannot reach, through one
 connection for the service's life (course/grading.py); the service keeps each learner's last
@@ -42,7 +44,7 @@ from jupyterhub.utils import url_escape_path
 from grader.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
 
-from . import live, lti, signals
+from . import closeup, live, lti, signals
 from .grading import Grading
 from .learners import STAFF_GROUP
 
@@ -135,6 +137,7 @@ class Service:
         self.grade_all_note = ""  # what the last Grade all did, for the instructor's page
         self.live = live.Live(store.path)
         self.live.view = self.rows
+        self.inbox = closeup.Inbox(store.db)
         self.users = None         # the hub's learners by name, as last asked (HUB_SECONDS)
         self.waiting = {"waiting": [], "authorize": None}  # sign-ups the hub waits to authorize
         self.grades = {learner: grade_of(at, submission)
@@ -353,6 +356,22 @@ class Events(live.EventsIn, LearnerApi):
     """POST events: a lab's events (course/live.py)."""
 
 
+class Inbox(closeup.InboxWait, LearnerApi):
+    """GET inbox: what staff sent a learner, and their views (course/closeup.py)."""
+
+
+class CloseUp(closeup.CloseUpPage, Staff):
+    """GET learners/NAME (course/closeup.py)."""
+
+
+class CloseUpApi(closeup.CloseUpApi, StaffApi):
+    """GET api/learners/NAME."""
+
+
+class Messages(closeup.Messages, StaffApi):
+    """POST api/messages."""
+
+
 class Report(Staff):
     def get(self, kind):
         submissions = self.submissions()
@@ -386,6 +405,10 @@ def make_app(store):
         (prefix + "live", Stream, shared),
         (prefix + "api/class", ClassApi, shared),
         (prefix + "events", Events, shared),
+        (prefix + "inbox", Inbox, shared),
+        (prefix + "learners/([^/]+)", CloseUp, shared),
+        (prefix + "api/learners/([^/]+)", CloseUpApi, shared),
+        (prefix + "api/messages", Messages, shared),
         (prefix + "grade", Grade, shared),
         (prefix + "progress", Progress, shared),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),

@@ -30,13 +30,16 @@ pytestmark = [pytest.mark.containers, needs_chromium]
 ADA, BOB, ZOE = "ada", "Bob.Smith", "Zoë.Lee@example.org"
 zoe = ZOE.lower()
 IDLE_SECONDS = 120  # the culler's limit here: short, yet longer than any test leaves a lab idle
+IDLE_SIGNAL_SECONDS = 15  # the class page's idle signal: idle 15 s, on a unit 30 s at least
+RAISING_HANDLER = "def handle(ch, delivery, job, db, pause):\n    raise RuntimeError('broken on purpose')\n"
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     require_engine()
     course = Course(tmp_path_factory.mktemp("course"), NIGHTJAR_COURSE_IDLE_SECONDS=str(IDLE_SECONDS),
-                    NIGHTJAR_COURSE_CULL_EVERY="10", NIGHTJAR_COURSE_ACTIVITY_SECONDS="5")
+                    NIGHTJAR_COURSE_CULL_EVERY="10", NIGHTJAR_COURSE_ACTIVITY_SECONDS="5",
+                    NIGHTJAR_COURSE_IDLE_SIGNAL_SECONDS=str(IDLE_SIGNAL_SECONDS))
     try:
         course.up()
         yield course
@@ -61,6 +64,14 @@ def pages(course, learners, browser):
         landed_in_lab(page, course, name)  # a learner's login lands in their lab
         opened[name] = page
     return opened
+
+
+def instructors_page(course, browser):
+    """The instructor's class page in a browser of their own, its stream connected."""
+    page = log_in_page(browser.new_context(), course, "instructor",
+                       (course.folder / "var" / "instructor-password").read_text().strip())
+    expect(page.locator("#connection")).to_have_text("Live: changes show as they happen.")
+    return page
 
 
 def in_lab(course, name, *command):
@@ -113,8 +124,7 @@ def test_every_link_a_learners_page_and_the_instructors_page_offer_answers(cours
     expect(page.locator("#site-link")).to_have_attribute("href", "/user/bob.smith/site/")
     expect(page.locator("#management-link")).to_have_attribute("href", "/user/bob.smith/rabbitmq/")
     assert unanswered_links(page) == {}
-    instructor = log_in_page(browser.new_context(), course, "instructor",
-                             (course.folder / "var" / "instructor-password").read_text().strip())
+    instructor = instructors_page(course, browser)
     expect(instructor.get_by_role("link", name="Class report")).to_be_visible()
     assert unanswered_links(instructor) == {}
     instructor.context.close()
@@ -191,26 +201,26 @@ def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages,
         assert [check["passed"] for check in verdict["checks"]] == [True, True, True, False, True, False], \
             [(check["name"], check["reason"]) for check in verdict["checks"]]
 
-    instructor = log_in_page(browser.new_context(), course, "instructor",
-                             (course.folder / "var" / "instructor-password").read_text().strip())
+    instructor = instructors_page(course, browser)
     expect(instructor).to_have_url(f"{course.url}/services/nightjar/")  # the instructor's login lands here
-    rows = instructor.locator("table tr").all()[1:]
+    # Ctrl+C's redelivery in unit 2 is the lesson: no signal, on anyone.
+    rows = instructor.locator("#rows tr").all()
     assert [row.locator("th").inner_text() for row in rows] == ["ada", "bob.smith", zoe]
     for row in rows[:2]:
         cells = row.locator("td").all_inner_texts()
-        assert cells[0:2] == ["running", "2"], cells
-        assert cells[2].startswith("FAIL 4/6 at "), cells
-        assert "4. Interrupted after the commit" in cells[3], cells
-    assert rows[2].locator("td").all_inner_texts()[1:3] == ["none yet", "not graded yet"]
+        assert cells[0] == "running" and cells[1].startswith("unit 2\nsince "), cells
+        assert cells[2].startswith("done unit 2 ") and cells[3] == "2", cells
+        assert cells[4].startswith("FAIL 4/6 ") and "4. Interrupted after the commit" in cells[4], cells
+        assert cells[6] == "", cells
+    assert rows[2].locator("td").all_inner_texts()[1:5] == ["none set up", "none yet", "none yet", "not graded yet"]
+    expect(instructor.locator("#shared")).to_have_text("nothing yet")
     instructor.get_by_role("button", name="Grade all").click()
-    # It grades in the background: the page says so, and shows itself anew at each verdict.
+    # It grades in the background: the page says so, and shows each verdict as it comes.
     expect(instructor.get_by_role("button", name="Grade all")).to_be_disabled()
-    expect(instructor.get_by_role("status")).to_contain_text("This page refreshes itself until it has ended.")
-    expect(instructor.get_by_role("status")).to_have_text(
+    expect(instructor.locator("#grade-note")).to_contain_text("Each verdict shows here as it comes.")
+    expect(instructor.locator("#grade-note")).to_have_text(
         "Graded 3 learners' handler.py on the farm.", timeout=300_000)
     expect(instructor.get_by_role("button", name="Grade all")).to_be_enabled()
-    # The page waited on the service's count of verdicts kept: the two Grades and Grade all's three.
-    assert instructor.request.get(f"{course.url}/services/nightjar/verdicts?after=0").json() == {"verdicts": 5}
     # The failed checks' stories included, the page is no wider than the browser's window.
     assert instructor.evaluate("document.documentElement.scrollWidth <= innerWidth")
     document_screenshot(instructor, "course-instructors-page")  # the documentation's pictures
@@ -219,13 +229,126 @@ def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages,
     document_screenshot(class_report, "course-class-report", whole=False)  # its chart and first group
     class_report.close()
     # Zoë's starting handler.py acknowledges before it writes: check 2 fails.
-    found = instructor.locator("table tr", has_text=zoe).locator("td").all_inner_texts()
-    assert found[2].startswith("FAIL ") and "2. Interrupted before the write" in found[3], found
+    found = instructor.locator("#rows tr", has_text=zoe).locator("td").all_inner_texts()
+    assert found[4].startswith("FAIL ") and "2. Interrupted before the write" in found[4], found
     report = instructor.request.get(f"{course.url}/services/nightjar/report.csv")
     assert report.status == 200
     assert [line.split(",")[0] for line in report.text().splitlines()[1:]] == ["ada", "bob.smith", zoe]
     # A learner's login does not open the instructor's page.
     assert pages["ada"].request.get(f"{course.url}/services/nightjar/").status == 403
+
+
+def signals_on(page, name):
+    """The kinds of the signals the class page shows on this learner's row."""
+    row = page.locator("#rows tr", has=page.locator("th", has_text=name))
+    return row.locator(".signal").evaluate_all("found => found.map(s => s.dataset.kind)")
+
+
+def worker_runs(course, name, times, *setup):
+    """Shell lines in the learner's lab, then worker.py `times` times; the registration's ID."""
+    done = in_lab(course, name, "bash", "-c", "; ".join(setup) + "; python3 desk.py register 'Signal guest'")
+    assert done.returncode == 0, done.stdout + done.stderr
+    registration = done.stdout.split()[1]
+    for _ in range(times):
+        in_lab(course, name, "python3", "worker.py")
+    return registration
+
+
+def test_the_class_page_shows_each_signal_on_its_learner_within_3_s(course, learners, pages, browser):
+    """Ada's and Eve's handlers raise on every delivery, Bob's writes a duplicate ticket, Zoë sets
+    a unit up and goes idle, Fay is fine. The page shows it as it happens, and a restart of the
+    service loses none of it."""
+    instructor = instructors_page(course, browser)
+    # Zoë sets unit 1 up in her console, and does nothing more.
+    assert pages[zoe].request.post(course.lab_url(zoe) + "api/units/1/setup", data={"lang": "en"}).ok
+    zoe_since = time.monotonic()
+    others = {name: course.learner(name) for name in ("eve", "fay")}
+    for name in others:
+        course.start_lab(name)
+    eve = log_in_page(browser.new_context(), course, "eve", others["eve"].password)
+    landed_in_lab(eve, course, "eve")
+    assert eve.request.post(course.lab_url("eve") + "api/units/2/setup", data={"lang": "en"}).ok
+    in_lab(course, "eve", "python3", "-c", f"open('handler.py', 'w').write({RAISING_HANDLER!r})")
+    worker_runs(course, "eve", 3, "true")
+    worker_runs(course, "fay", 1, "true")
+    twice = worker_runs(course, "bob.smith", 1, "true")
+    in_lab(course, "bob.smith", "bash", "-c", f"python3 desk.py retry {twice} && python3 worker.py")
+    expect(instructor.locator("#rows tr", has_text="bob.smith").locator(".signal")).to_have_text(
+        re.compile(rf"^{twice} has 2 tickets: \d+, \d+ since "), timeout=3_000)
+    in_lab(course, "ada", "python3", "-c", f"open('handler.py', 'w').write({RAISING_HANDLER!r})")
+    crashed = worker_runs(course, "ada", 3, "true")
+    # Ada's third crash: on her row within 3 s, naming the registration and linking to it.
+    signal = instructor.locator("#rows tr", has_text="ada").locator(".signal")
+    expect(signal).to_have_text(re.compile(rf"^handler.py raised on {crashed} 3 times in a row, in \d+ s since "),
+                                timeout=3_000)
+    expect(signal.locator("a")).to_have_attribute("href", f"learners/ada#{crashed}")
+    expect(instructor.locator("#shared")).to_have_text("2 learners: a handler raising on every delivery in unit 2")
+    # Zoë: idle, long on unit 1 (the class has no median for it yet: twice the idle limit).
+    left = 2 * IDLE_SIGNAL_SECONDS - (time.monotonic() - zoe_since)
+    expect(instructor.locator("#rows tr", has_text=zoe).locator(".signal")).to_have_text(
+        re.compile(r"^\d+ s on unit 1, idle for \d+ s since "), timeout=int((max(left, 0) + 15) * 1000))
+    shown = {name: signals_on(instructor, name) for name in ("ada", "eve", "bob.smith", zoe, "fay")}
+    assert shown == {"ada": ["handler-raises"], "eve": ["handler-raises"], "bob.smith": ["duplicate-ticket"],
+                     zoe: ["stuck-idle"], "fay": []}
+    # Needs help first: those with signals above Fay, who is fine.
+    names = instructor.locator("#rows th").all_inner_texts()
+    assert names[-1] == "fay" and set(names[:4]) == {"ada", "eve", "bob.smith", zoe}, names
+    assert instructor.evaluate("document.documentElement.scrollWidth <= 1280")
+    # The service restarts: the page connects again by itself and shows the same, from its database.
+    before = instructor.request.get(f"{course.url}/services/nightjar/api/class").json()
+    assert course.docker("restart", f"{course.project}-service", timeout=120).returncode == 0
+    expect(instructor.locator("#connection")).to_have_text("Reconnecting to the class's events…", timeout=30_000)
+    expect(instructor.locator("#connection")).to_have_text("Live: changes show as they happen.", timeout=60_000)
+    after = instructor.request.get(f"{course.url}/services/nightjar/api/class").json()
+    assert [(row["name"], [s["kind"] for s in row["signals"]]) for row in after["learners"]] == \
+        [(row["name"], [s["kind"] for s in row["signals"]]) for row in before["learners"]]
+    instructor.context.close()
+    eve.context.close()
+
+
+def test_a_learners_token_opens_nothing_of_the_staffs_and_forges_no_event(course, learners):
+    """Ada's lab's own token (what her console holds): 403 on every staff page and API; her
+    events are hers whatever the body says, and a huge body is refused whole."""
+    before = {row["name"]: row for row in course_class(course)["learners"]}
+    asked = in_lab(course, "ada", "python3", "-c", """
+import json, os, time, urllib.request, urllib.error
+base = os.environ["NIGHTJAR_CONSOLE_GRADER"]
+def ask(path, method="GET", body=None):
+    request = urllib.request.Request(base + path, method=method, data=body,
+                                     headers={"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+for path in ("", "live", "api/class", "report.html", "report.csv", "learners/bob.smith", "api/learners/bob.smith"):
+    print(path or "/", ask(path))
+print("grade-all", ask("grade-all", "POST", b""))
+print("messages", ask("api/messages", "POST", json.dumps({"to": "all", "text": "hi"}).encode()))
+forged = {"learner": "bob.smith", "name": "bob.smith",
+          "events": [{"kind": "active", "time": time.time(), "learner": "bob.smith"}]}
+print("forged", ask("events", "POST", json.dumps(forged).encode()))
+huge = {"events": [{"kind": "setup", "unit": "3", "time": time.time(), "pad": "x" * 100_000}]}
+print("huge", ask("events", "POST", json.dumps(huge).encode()))
+""")
+    assert asked.stdout.splitlines() == [
+        "/ 403", "live 403", "api/class 403", "report.html 403", "report.csv 403",
+        "learners/bob.smith 403", "api/learners/bob.smith 403", "grade-all 403", "messages 403",
+        "forged 200", "huge 413"], asked.stdout + asked.stderr
+    after = {row["name"]: row for row in course_class(course)["learners"]}
+    # Bob's row is as it was; the forged activity is Ada's; the huge setup changed no unit.
+    assert after["bob.smith"] == before["bob.smith"]
+    assert after["ada"]["last_activity"] >= before["ada"]["last_activity"] and after["ada"]["unit"] == "2"
+
+
+def course_class(course):
+    """GET api/class with the instructor's own token, made for the purpose on the hub."""
+    token = course.api("POST", "users/instructor/tokens", {"note": "class view"}, expect_status=201)["token"]
+    import urllib.request
+    request = urllib.request.Request(f"{course.url}/services/nightjar/api/class",
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
 
 
 def echo_p95(page, keys=30):

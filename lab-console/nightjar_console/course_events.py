@@ -11,6 +11,7 @@ hub that is down, or a console that restarts, loses nothing: it is sent once the
 answers again (a 429 or a 5xx, later; a 400 or 413 is dropped, with a line in the log).
 """
 
+import asyncio
 import json
 import logging
 import os
@@ -172,10 +173,82 @@ def delivery_event(line):
 
 
 def from_environment(folder):
-    """The lab's CourseEvents under a course's hub; None elsewhere."""
+    """The lab's (CourseEvents, Inbox) under a course's hub; (None, None) elsewhere."""
     service = os.environ.get("NIGHTJAR_CONSOLE_GRADER", "")
     token = os.environ.get("JUPYTERHUB_API_TOKEN", "")
     if not (service and token):
-        return None
+        return None, None
     db = os.environ.get("NIGHTJAR_DB")
-    return CourseEvents(service, token, folder, history.store_path(db) if db else None)
+    return (CourseEvents(service, token, folder, history.store_path(db) if db else None),
+            Inbox(service, token, folder))
+
+
+class Inbox:
+    """What the course's staff sent this learner, and each time they viewed their work
+    (course/closeup.py: GET inbox), kept in the console's folder for the page (api/course)."""
+
+    def __init__(self, service_url, token, folder):
+        self.url = service_url.rstrip("/") + "/inbox"
+        self.token = token
+        self.path = Path(folder) / "course-inbox.json"
+        try:
+            self.kept = json.loads(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            self.kept = {"last": 0, "items": [], "dismissed": []}
+
+    def start(self):
+        tornado.ioloop.IOLoop.current().spawn_callback(self.run)
+
+    async def run(self):
+        while True:
+            try:
+                answer = await tornado.httpclient.AsyncHTTPClient().fetch(
+                    f"{self.url}?after={self.kept['last']}", request_timeout=60,
+                    headers={"Authorization": f"token {self.token}"})
+                found = json.loads(answer.body)
+                if found["items"]:
+                    self.kept["items"] = (self.kept["items"] + found["items"])[-INBOX_KEPT:]
+                    self.kept["last"] = found["last"]
+                    self.save()
+            except (tornado.httpclient.HTTPClientError, OSError, ValueError, KeyError) as error:
+                log.warning("could not ask the course's service for messages: %s", error)
+                await asyncio.sleep(5)
+
+    def save(self):
+        temporary = self.path.with_name(self.path.name + ".new")
+        temporary.write_text(json.dumps(self.kept))
+        os.replace(temporary, self.path)
+
+    def shown(self):
+        """The messages not dismissed, and the staff's views, the latest last."""
+        dismissed = set(self.kept["dismissed"])
+        return {"messages": [item for item in self.kept["items"]
+                             if item["kind"] == "message" and item["id"] not in dismissed],
+                "views": [item for item in self.kept["items"] if item["kind"] == "view"][-5:]}
+
+    def dismiss(self, number):
+        if number not in self.kept["dismissed"]:
+            self.kept["dismissed"].append(number)
+            self.save()
+
+
+INBOX_KEPT = 200
+
+
+def routes(shared):
+    """The console page's view of its inbox: GET api/course, POST api/course/dismiss {"id"}."""
+    from .app import Api
+
+    class Shown(Api):
+        def get(self):
+            self.finish(self.settings["course_inbox"].shown())
+
+    class Dismiss(Api):
+        def post(self):
+            number = self.body_json().get("id")
+            if not isinstance(number, int):
+                self.fail(400, 'send {"id": N}, a message\'s id')
+            self.settings["course_inbox"].dismiss(number)
+            self.finish({"dismissed": number})
+
+    return [(r"/api/course", Shown, shared), (r"/api/course/dismiss", Dismiss, shared)]

@@ -195,15 +195,19 @@ class Activity:
             log.warning("could not tell the hub of the learner's activity: %s", error)
 
 
-def course_events(folder, activity):
-    """The lab's events to the course's service (course_events.py), the learner's activity among them."""
+def course(settings, folder, shared):
+    """The lab's events to the course's service, the learner's activity among them, and what the
+    course's staff send back (course_events.py); the routes of the page's view of it."""
     from . import course_events
 
-    events = course_events.from_environment(folder)
-    if events is not None:
-        activity.on_report = lambda: events.add("active")
-        events.start()
-    return events
+    events, inbox = course_events.from_environment(folder)
+    if events is None:
+        return []
+    settings["activity"].on_report = lambda: events.add("active")
+    settings["course_events"], settings["course_inbox"] = events, inbox
+    events.start()
+    inbox.start()
+    return course_events.routes(shared)
 
 
 def after_script(handler, key, action, status, lines):
