@@ -6,6 +6,7 @@ the next (its files, its tabs), as a learner's would."""
 
 import ipaddress
 import json
+import os
 import re
 import sys
 import time
@@ -167,7 +168,8 @@ def test_each_lab_has_a_network_of_16_addresses_of_the_courses_range(course, lea
         inspected = json.loads(course.docker("network", "inspect", course.network(name)).stdout)
         subnets += [ipaddress.ip_network(config["Subnet"]) for config in inspected[0]["IPAM"]["Config"]]
     assert len(set(subnets)) == len(learners) == 3
-    assert all(subnet.prefixlen == 28 and subnet.subnet_of(ipaddress.ip_network("10.77.0.0/16"))
+    course_range = ipaddress.ip_network(os.environ.get("NIGHTJAR_COURSE_SUBNETS", "10.77.0.0/16"))
+    assert all(subnet.prefixlen == 28 and subnet.subnet_of(course_range)
                for subnet in subnets), subnets
 
 
@@ -304,6 +306,45 @@ def test_the_class_page_shows_each_signal_on_its_learner_within_3_s(course, lear
         [(row["name"], [s["kind"] for s in row["signals"]]) for row in before["learners"]]
     instructor.context.close()
     eve.context.close()
+
+
+def test_the_instructor_looks_close_at_one_learner_who_sees_it_and_a_word_reaches_the_class(
+        course, learners, pages, browser):
+    instructor = instructors_page(course, browser)
+    instructor.locator("#rows tr", has_text="ada").locator(".signal a").click()
+    crashed = instructor.url.rsplit("#", 1)[1]
+    expect(instructor.get_by_role("heading", level=1)).to_have_text("ada")
+    expect(instructor.locator("#handler")).to_have_text(RAISING_HANDLER)
+    # Its difference from the unit's starting file (unit 2 starts with the lab's own handler.py).
+    assert instructor.locator("#diff-start").inner_text().startswith("--- unit 2's handler.py\n+++ handler.py now\n")
+    story = instructor.get_by_role("region", name=crashed).locator("pre").inner_text().splitlines()
+    assert len(story) >= 3 and all("redelivered=" in line for line in story), story
+    # Ada's console says so, within 3 s.
+    expect(pages["ada"].locator(".course-viewed")).to_have_text(
+        re.compile(r"^Viewed by instructor at \d\d:\d\d"), timeout=3_000)
+    # A word to the learners who share a signal: Ada's page has it within 3 s, in her language.
+    instructor.go_back()
+    expect(instructor.locator("#connection")).to_have_text("Live: changes show as they happen.")
+    instructor.get_by_label("A word to").select_option(label="2 learners: a handler raising on every delivery in unit 2")
+    instructor.get_by_label("message", exact=True).fill("Look at the traceback of your worker.")
+    instructor.get_by_role("button", name="Send").click()
+    expect(instructor.locator("#message-result")).to_have_text("Sent to 2 learners.")
+    message = pages["ada"].locator(".course-message")
+    expect(message).to_have_text("Message from instructor: Look at the traceback of your worker. Dismiss",
+                                 timeout=3_000)
+    message.get_by_role("button", name="Dismiss").click()
+    expect(message).to_have_count(0)
+    pages["ada"].reload()
+    expect(pages["ada"].locator(".course-viewed")).to_be_visible(timeout=10_000)
+    expect(message).to_have_count(0)  # dismissed, it stays so
+    # Projection mode: the same class, no name on it.
+    projection = instructor.context.new_page()
+    projection.goto(f"{course.url}/services/nightjar/?projection=1")
+    expect(projection.locator("#connection")).to_have_text("Live: changes show as they happen.")
+    names = projection.locator("#rows th").all_inner_texts()
+    assert all(re.fullmatch(r"Learner \d+", name) for name in names) and len(names) == len(set(names)), names
+    assert "bob.smith" not in projection.locator("body").inner_text()
+    instructor.context.close()
 
 
 def test_a_learners_token_opens_nothing_of_the_staffs_and_forges_no_event(course, learners):
