@@ -42,6 +42,7 @@ TEXT_LIMIT = 300           # characters of a string field
 RATE_POSTS = 5             # a lab's posts a second, on average...
 RATE_BURST = 30            # ...and at once (a lab sending what it buffered)
 PUSH_SECONDS = 0.25        # changes reach staff in batches this often
+WRITE_SECONDS = 0.1        # posts are written together, this often at most (each answered once written)
 SIGNALS_EVERY = 10         # time alone changes signals (idle): looked at again this often
 KEEP_DELIVERIES = 200      # deliveries kept in memory per learner
 KEEP_CHECKS = 50
@@ -228,7 +229,7 @@ class Live:
 
     async def write(self):
         """One transaction for everything that came meanwhile, in a thread: the loop goes on."""
-        await asyncio.sleep(0.02)  # gather the posts of the same moment
+        await asyncio.sleep(WRITE_SECONDS)  # one transaction for the posts of the same moment
         batch, self.pending = self.pending, []
         self.written = None
         await asyncio.to_thread(self._write, batch)

@@ -38,7 +38,7 @@ from urllib.parse import quote
 import tornado.httpclient
 import tornado.ioloop
 import tornado.web
-from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated, UserNotAllowed
 from jupyterhub.utils import url_escape_path
 
 from grader.class_report import csv_text, html_report
@@ -275,13 +275,26 @@ class Service:
         return json.loads(answer.body)["text"].encode()
 
 
+async def identify(handler):
+    """Who the request is, asked of the hub without holding the event loop (HubOAuthenticated's
+    own get_current_user waits on a thread for each request), kept where it looks first."""
+    if hasattr(handler, "_hub_auth_user_cache"):
+        return
+    model = await handler.hub_auth.get_user(handler, sync=False)
+    try:
+        handler._hub_auth_user_cache = handler.check_hub_user(model) if model else None
+    except UserNotAllowed:
+        handler._hub_auth_user_cache = None
+
+
 class LearnerApi(HubOAuthenticated, tornado.web.RequestHandler):
     """Called by a learner's console with its server's token: the learner it belongs to."""
 
     def initialize(self, service):
         self.service = service
 
-    def prepare(self):
+    async def prepare(self):
+        await identify(self)
         if self.current_user is None or self.current_user.get("kind") != "user":
             raise tornado.web.HTTPError(403)
 
@@ -314,6 +327,7 @@ class Staff(HubOAuthenticated, tornado.web.RequestHandler):
         self.service = service
 
     async def prepare(self):
+        await identify(self)
         if self.current_user is None:
             self.redirect(self.get_login_url())
             return
@@ -329,6 +343,7 @@ class StaffApi(Staff):
     """The staff's JSON API: a call with no login gets 403, not the login page."""
 
     async def prepare(self):
+        await identify(self)
         if self.current_user is None:
             raise tornado.web.HTTPError(403, reason="for the course's instructors: their hub token")
         await super().prepare()
