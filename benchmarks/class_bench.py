@@ -154,7 +154,7 @@ async def run(options):
                     if sent.startswith("t="):
                         latencies.append(now - float(sent[2:]))
 
-    client.fetch(base + "live", headers={"Authorization": f"token {STAFF_TOKEN}"},
+    stream = client.fetch(base + "live", headers={"Authorization": f"token {STAFF_TOKEN}"},
                           streaming_callback=streamed, request_timeout=3600, raise_error=False)
 
     async def post(n, body):
@@ -196,6 +196,7 @@ async def run(options):
     await asyncio.gather(*labs)
 
     drawn = await asyncio.to_thread(page_draws, base, 5)
+    stream.add_done_callback(lambda ended: ended.exception())  # the service stops: the stream ends
     process.send_signal(signal.SIGINT)  # a profile (PROFILE_ARGS) is written on the way out
     process.wait(10)
     print(f"{options.labs} labs, 1 event a second each, {options.seconds} s measured"
