@@ -30,6 +30,7 @@ import datetime
 import json
 import os
 import re
+import secrets
 import sqlite3
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from jupyterhub.utils import url_escape_path
 
 from grader.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
+from nightjar import keyfile
 
 from . import closeup, live, lti, signals
 from .grading import Grading
@@ -428,7 +430,9 @@ def make_app(store):
         (prefix + "progress", Progress, shared),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
         *lti.routes(prefix, Staff, shared),
-    ], template_path=str(HERE / "templates"), cookie_secret=os.urandom(32),
+    ], template_path=str(HERE / "templates"),
+        # Kept: a restarted service still knows the staff's login, and their open pages go on.
+        cookie_secret=keyfile.read_or_create(Path(store.path).parent / "cookie-secret", lambda: secrets.token_hex(32)),
         lti=service.lti, ui_modules={"LtiSending": lti.SendingStatus},
         # The hub's login checks XSRF itself: a cookie without the form's _xsrf logs no one in,
         # and a console's token needs none.
