@@ -10,7 +10,7 @@ const WORDS = {
   ja: { viewed: "{by} が {at} に閲覧しました", dismiss: "閉じる", from: "{by} からのメッセージ" },
 };
 const say = (key, fields) => WORDS[lang()][key].replace(/\{(\w+)\}/g, (_, name) => fields[name]);
-const clock = iso => new Date(Date.parse(iso)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+const clock = iso => new Date(Date.parse(iso)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
