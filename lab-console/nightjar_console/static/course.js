@@ -41,8 +41,11 @@ function draw(found) {
   }
   const last = found.views[found.views.length - 1];
   if (last) items.push(el("p", say("viewed", { by: last.by, at: clock(last.at) }), "course-viewed"));
+  // Drawn anew only when it changed: the page does not move under the learner's hands.
+  const drawn = JSON.stringify(found);
+  if (drawn === section.dataset.drawn) return;
+  section.dataset.drawn = drawn;
   section.replaceChildren(...items);
-  section.hidden = !items.length;
 }
 
 async function look() {
