@@ -264,9 +264,9 @@ class StaffApi(Staff):
 class Page(Staff):
     """The live class page: drawn by its script from the stream (live.Stream)."""
 
-    def get(self):
+    async def get(self):
         self.set_header("Cache-Control", "no-store")
-        self.render("instructor.html", hub=self.service.auth.hub_prefix,
+        self.render("instructor.html", hub=self.service.auth.hub_prefix, view=await self.service.class_view(),
                     projection=self.get_argument("projection", "") == "1")
 
 
