@@ -75,7 +75,7 @@ class ClassView:
         users = self.users or {}
         everyone = names is None
         if everyone:
-            names = [name for name in users if name not in self.cached]
+            names = [name for name in users if name not in self.cached or name in self.live.changed]
         people = self.lms_names() if names else {}
         passed = self.store.units_passed() if names else {}
         medians = self.live.medians() if names else {}

@@ -262,11 +262,10 @@ class Live:
             queue.put_nowait(message)
 
     def push(self):
-        if not self.changed:
+        # With no staff watching, the changes wait: the next page's view makes those rows anew.
+        if not self.changed or not self.listeners:
             return
         names, self.changed = self.changed, set()
-        if not self.listeners:
-            return
         rows = self.view(names)
         everyone = self.view(None)
         self.shared_now = shared_of(everyone)
