@@ -59,9 +59,9 @@ def worker_runs(course, name, times, *setup):
 
 
 def test_the_class_page_shows_each_signal_on_its_learner_within_3_s(course, learners, pages, browser):
-    """Ada's and Eve's handlers raise on every delivery, Bob's writes a duplicate ticket, Zoë sets
-    a unit up and goes idle, Fay is fine. The page shows it as it happens, and a restart of the
-    service loses none of it."""
+    """Ada's and Eve's handlers raise on every delivery, Bob's writes a duplicate ticket, Gil sets
+    a unit up and goes idle, Fay and Zoë are fine. The page shows it as it happens, and a restart
+    of the service loses none of it."""
     keep_working(pages, "ada", "bob.smith")
     instructor = instructors_page(course, browser)
     # Gus signs up; the page shows him waiting, with the way to authorize him.
