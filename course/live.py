@@ -298,7 +298,7 @@ class EventsIn(tornado.web.RequestHandler):
 class Stream(tornado.web.RequestHandler):
     """Mixed after service.py's Staff: the class view as server-sent events."""
 
-    KEEP_ALIVE = 15
+    KEEP_ALIVE = 10  # a ping this often: the page knows a stream the hub's proxy left hanging
 
     async def get(self):
         live = self.service.live
@@ -314,7 +314,7 @@ class Stream(tornado.web.RequestHandler):
                 try:
                     message = await asyncio.wait_for(queue.get(), self.KEEP_ALIVE)
                 except asyncio.TimeoutError:
-                    message = ": still here\n\n"
+                    message = "event: ping\ndata: {}\n\n"
                 self.write(message)
                 await self.flush()
         except tornado.iostream.StreamClosedError:
