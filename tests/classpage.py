@@ -101,7 +101,7 @@ def test_the_class_page_shows_each_signal_on_its_learner_within_3_s(course, lear
         re.compile(r"^\d+ s on unit 1, idle for \d+ s since "), timeout=int((max(left, 0) + 15) * 1000))
     shown = {name: signals_on(instructor, name) for name in ("ada", "eve", "bob.smith", "gil", "fay", zoe)}
     assert shown == {"ada": ["handler-raises"], "eve": ["handler-raises"], "bob.smith": ["duplicate-ticket"],
-                     "gil": ["stuck-idle"], "fay": [], zoe: []}
+                     "gil": ["stuck-idle"], "fay": [], zoe: []}, shown
     # Needs help first: those with signals above Fay and Zoë, who are fine.
     names = instructor.locator("#rows th").all_inner_texts()
     assert set(names[:4]) == {"ada", "eve", "bob.smith", "gil"} and {"fay", zoe} <= set(names[4:]), names

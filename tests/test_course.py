@@ -17,7 +17,8 @@ from playwright.sync_api import expect
 from browserkit import document_screenshot, needs_chromium
 from consolepage import (clear_terminal, expected_screen, open_console, run_command, screen,
                          unanswered_links, verdict_rows, walk_unit_2)
-from classpage import IDLE_SIGNAL_SECONDS, delivered, instructors_page, worker_runs
+pytest.register_assert_rewrite("classpage")  # its asserts say what differed, as a test module's do
+from classpage import IDLE_SIGNAL_SECONDS, delivered, instructors_page, worker_runs  # noqa: E402
 from coursekit import Course, in_lab, in_url, landed_in_lab, log_in_page
 from stackkit import ROOT, require_engine
 
