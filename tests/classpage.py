@@ -100,6 +100,8 @@ def test_the_class_page_shows_each_signal_on_its_learner_within_3_s(course, lear
     expect(instructor.locator("#rows tr", has_text="gil").locator(".signal")).to_have_text(
         re.compile(r"^\d+ s on unit 1, idle for \d+ s since "), timeout=int((max(left, 0) + 15) * 1000))
     shown = {name: signals_on(instructor, name) for name in ("ada", "eve", "bob.smith", "gil", "fay", zoe)}
+    # Eve, who did nothing more since her crashes, may be idle by now too (the thresholds are short here).
+    shown["eve"] = [kind for kind in shown["eve"] if kind != "stuck-idle"]
     assert shown == {"ada": ["handler-raises"], "eve": ["handler-raises"], "bob.smith": ["duplicate-ticket"],
                      "gil": ["stuck-idle"], "fay": [], zoe: []}, shown
     # Needs help first: those with signals above Fay and Zoë, who are fine.
