@@ -161,7 +161,7 @@ def test_the_instructor_looks_close_at_one_learner_who_sees_it_and_a_word_reache
     assert all(re.fullmatch(r"Learner \d+", name) for name in names) and len(names) == len(set(names)), names
     assert "bob.smith" not in projection.locator("body").inner_text()
     instructor.context.close()
-    keep_working(pages, "ada", "bob.smith", zoe)  # Zoë's idle time for the culler's test starts here
+    keep_working(pages, "ada", "bob.smith")
 
 
 def test_a_learners_token_opens_nothing_of_the_staffs_and_forges_no_event(course, learners):
