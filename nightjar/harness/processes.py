@@ -120,15 +120,17 @@ class DeliveryClock:
 
     def __init__(self, running, limit, deliveries):
         self.running, self.limit, self.deliveries = running, limit, deliveries
-        self.clock = OwnClock(running.process.pid, limit, running.members, running.peers)
+        self.clock = self.fresh_clock()
         self.started_afresh = 0
+
+    def fresh_clock(self):
+        return OwnClock(self.running.process.pid, self.limit, self.running.members, self.running.peers)
 
     def left(self):
         received = sum(line.startswith("Received ") for line in self.running.lines_so_far())
         if min(received - 1, self.deliveries - 1) > self.started_afresh:
             self.started_afresh += 1
-            self.clock = OwnClock(self.running.process.pid, self.limit, self.running.members,
-                                  self.running.peers)
+            self.clock = self.fresh_clock()
         return self.clock.left()
 
     @property
