@@ -91,6 +91,17 @@ BENCHMARKS = [
                r"peak CPU a Grade: ([\d.]+) s on the grading host"),
         Figure("CPU a Grade on the service's side", "s", 0.05, False, r"([\d.]+) s the service's side"),
     ]),
+    # A live class: 300 labs' events, one a second each, into the course's service.
+    (["class_bench.py", "--labs", "300"], [
+        Figure("event to the instructor's page, p95 (300 labs)", "s", 1, False,
+               r"event to the instructor's page: p50 [\d.]+ s, p95 ([\d.]+) s"),
+        Figure("the course's service under 300 labs: CPU", "% of a core", 15, False,
+               r"the service: ([\d.]+) % of one core"),
+        Figure("the course's service under 300 labs: memory", "MiB", 200, False,
+               r"the service: [\d.]+ % of one core, ([\d.]+) MiB at most"),
+        Figure("the class page with 300 rows drawn (Chromium)", "ms", 500, False,
+               r"rows drawn in Chromium: median ([\d.]+) ms"),
+    ]),
     (["site_bench.py"], [
         Figure("registration POST, median", "ms", 10, False,
                r"Registration POST .*: median ([\d.]+) ms"),

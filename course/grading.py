@@ -4,7 +4,6 @@ for the service's whole life, and each verdict handed over as soon as its result
     grading = Grading(farm_url, on_verdict)     # on_verdict(learner, handler, Submission)
     grading.start()                             # on the service's event loop
     submission = await grading.grade(learner, handler_bytes)
-    count = await grading.verdict_after(seen, timeout)
     await grading.close()
 
 Every Grade, a learner's or one of Grade all's, is a job of the service's standing farm batch,
@@ -81,14 +80,13 @@ class Jobs(Store):
 
 
 class Grading:
-    """The service's Grades on the farm. grade() and verdict_after() are for the event loop."""
+    """The service's Grades on the farm. grade() is for the event loop."""
 
     def __init__(self, farm_url, on_verdict=None, folder=None):
         self.farm_url = farm_url
         self.path = Path(folder or local_var_folder() / "farm") / "grading.sqlite"
         self.on_verdict = on_verdict or (lambda learner, handler, submission: None)
-        self.verdicts = 0          # handed over since the start: verdict_after() counts on it
-        self._watchers = []        # futures of verdict_after(), woken by the next verdict
+        self.verdicts = 0          # handed over since the start
         self._requests = queue.SimpleQueue()  # (learner, handler, future), for the thread
         self._waiting = {}         # job ID -> [future]: the thread's own
         self._stopping = threading.Event()
@@ -112,18 +110,6 @@ class Grading:
             return await asyncio.wait_for(asyncio.shield(future), GRADING_SECONDS)
         except asyncio.TimeoutError:  # its verdict is still handed over when it comes
             return Submission(learner, ERROR, note=f"not graded: no verdict in {GRADING_SECONDS} s")
-
-    async def verdict_after(self, seen, timeout):
-        """The number of verdicts handed over, as soon as it is more than `seen` (or after `timeout`
-        seconds)."""
-        if self.verdicts <= seen:
-            watcher = asyncio.get_running_loop().create_future()
-            self._watchers.append(watcher)
-            try:
-                await asyncio.wait_for(watcher, timeout)
-            except asyncio.TimeoutError:
-                pass
-        return self.verdicts
 
     async def close(self):
         """Stop the thread (the event loop runs meanwhile: a verdict may be on its way to it);
@@ -230,10 +216,9 @@ class Grading:
         except Exception as error:  # the Grade still gets its verdict
             print(f"Could not keep {submission.name}'s verdict: {error!r}", file=sys.stderr, flush=True)
         self.verdicts += 1
-        for future in futures + self._watchers:
+        for future in futures:
             if not future.done():
                 future.set_result(submission)
-        self._watchers = []
 
     def _not_graded(self, reason):
         """The Grades waiting now are told why the farm cannot grade them."""

@@ -31,6 +31,10 @@ RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/srv/nightjar
 COPY nightjar/ /srv/nightjar/nightjar/
 COPY grader/ /srv/nightjar/grader/
 COPY course/ /srv/nightjar/course/
+# The units' starting handler.py, for the instructor's close-up of a learner (course/closeup.py).
+COPY scenarios/units/ /srv/nightjar/scenarios/units/
+COPY scenarios/unit2-ack-after-commit/solution/handler.py /srv/nightjar/scenarios/unit2-ack-after-commit/solution/
+COPY ticket-desk/handler.py /srv/nightjar/ticket-desk/
 ENV PYTHONPATH=/srv/nightjar
 WORKDIR /srv/jupyterhub
 EXPOSE 8000 8081

@@ -33,6 +33,7 @@ from nativeauthenticator import NativeAuthenticator
 from tornado import web
 from traitlets import Set, Unicode
 
+from . import signups
 from .learners import STAFF_GROUP
 from .lti import CLAIM, launch_record
 
@@ -80,7 +81,8 @@ class CourseLogin(NativeAuthenticator, LTI13Authenticator):
 
     def get_handlers(self, app):
         return [*NativeAuthenticator.get_handlers(self, app), ("/lti13/oauth_login", LaunchStart),
-                ("/lti13/oauth_callback", LTI13CallbackHandler), ("/lti13/config", ToolConfiguration)]
+                ("/lti13/oauth_callback", LTI13CallbackHandler), ("/lti13/config", ToolConfiguration),
+                *signups.HANDLERS]
 
     def lti_ready(self):
         return all((self.issuer, self.client_id, self.deployment_id, self.authorize_url, self.jwks_endpoint))

@@ -15,8 +15,9 @@
                     file as its console serves it, else the one of the learner's last Grade;
                     in the background, the page saying so (and showing each verdict as it
                     comes) until it ends
-  GET  verdicts?after=N   answers {"verdicts": COUNT} once the service has more than N
-                    verdicts (or after 25 s): the instructor's page waits on it
+  POST events, GET live, GET api/class   each lab's events in, the live class view out (course/live.py)
+  GET learners/NAME, api/learners/NAME, POST api/messages, GET inbox   one learner close up, and
+                    messages to learners (course/closeup.py)
 
 Grading is the grading farm's (grader/farm/), on a broker the labs cannot reach, through one
 connection for the service's life (course/grading.py); the service keeps each learner's last
@@ -25,10 +26,10 @@ Grade, as each verdict comes, and the units they passed in a SQLite file of its 
 """
 
 import asyncio
-import datetime
 import json
 import os
 import re
+import secrets
 import sqlite3
 from pathlib import Path
 from urllib.parse import quote
@@ -36,13 +37,15 @@ from urllib.parse import quote
 import tornado.httpclient
 import tornado.ioloop
 import tornado.web
-from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated, UserNotAllowed
 from jupyterhub.utils import url_escape_path
 
 from grader.reports.class_report import csv_text, html_report
 from grader.reports import ERROR, Submission
+from nightjar import keyfile
 
-from . import lti
+from . import classview, closeup, live, lti
+from .classview import now
 from .grading import Grading
 from .learners import STAFF_GROUP
 
@@ -55,6 +58,7 @@ class Store:
     """Each learner's last Grade (its handler.py and the verdict) and the units they passed."""
 
     def __init__(self, path):
+        self.path = path
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript("""
@@ -63,11 +67,13 @@ class Store:
             CREATE TABLE IF NOT EXISTS passed (learner TEXT NOT NULL, unit TEXT NOT NULL,
                 at TEXT NOT NULL, PRIMARY KEY (learner, unit));""")
         self.after_graded = lambda learner, submission: None  # course/lti.py: the score to the LMS
+        self.on_graded = lambda learner, submission: None     # course/live.py: the class view
 
     def graded(self, learner, handler, submission):
         self.db.execute("INSERT OR REPLACE INTO grades VALUES (?, ?, ?, ?)",
                         (learner, now(), handler, json.dumps(submission.as_dict())))
         self.after_graded(learner, submission)
+        self.on_graded(learner, submission)
 
     def passed(self, learner, unit):
         self.db.execute("INSERT OR IGNORE INTO passed VALUES (?, ?, ?)", (learner, unit, now()))
@@ -85,10 +91,6 @@ class Store:
         return found
 
 
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def submission_of(data, name):
     return Submission(name, data.get("status", ERROR), data.get("checks", []), data.get("note", ""),
                       host=data.get("host", ""))
@@ -103,7 +105,7 @@ def console_reply(submission):
             "stdout": json.dumps(verdict), "stderr": ""}
 
 
-class Service:
+class Service(classview.ClassView):
     """What every handler shares: the store, and the hub's API as this service."""
 
     def __init__(self, store):
@@ -113,6 +115,21 @@ class Service:
         self.grading = Grading(os.environ["NIGHTJAR_COURSE_FARM_URL"], store.graded)
         self.grading_all = None   # the running Grade all (an asyncio task), if any
         self.grade_all_note = ""  # what the last Grade all did, for the instructor's page
+        self.live = live.Live(store.path)
+        self.live.view = self.rows
+        self.inbox = closeup.Inbox(store.db)
+        self.users = None         # the hub's learners by name, as last asked (HUB_SECONDS)
+        self.waiting = {"waiting": [], "authorize": None}  # sign-ups the hub waits to authorize
+        self.grades = {learner: classview.grade_of(at, submission)
+                       for learner, (at, submission, _) in store.last_grades().items()}
+        self.cached = {}          # name -> its row of the class view
+        self.lti = None           # course/lti.py's Lti, once make_app has it
+        store.on_graded = self.graded
+
+    def start(self):
+        self.grading.start()
+        self.live.start()
+        tornado.ioloop.PeriodicCallback(self.refresh_users, classview.HUB_SECONDS * 1000).start()
 
     async def hub(self, path, method="GET"):
         answer = await tornado.httpclient.AsyncHTTPClient().fetch(
@@ -128,7 +145,7 @@ class Service:
     def start_grade_all(self):
         """Grade all in the background, unless one runs already."""
         if self.grading_all is None:
-            self.grade_all_note = "Grade all is starting: it reads every learner's handler.py."
+            self.note("Grade all is starting: it reads every learner's handler.py.")
             self.grading_all = asyncio.ensure_future(self.grade_all())
 
     async def grade_all(self):
@@ -144,17 +161,17 @@ class Service:
                     from_last.append(user["name"])
                 if current is not None:
                     handlers[user["name"]] = current
-            self.grade_all_note = f"Grading {len(handlers)} learners' handler.py on the farm…"
+            self.note(f"Grading {len(handlers)} learners' handler.py on the farm…")
             await asyncio.gather(*(self.grading.grade(learner, handler)
                                    for learner, handler in handlers.items()))
             note = f"Graded {len(handlers)} learners' handler.py on the farm"
             if from_last:
                 note += f" ({len(from_last)} whose lab is stopped: the handler.py of their last Grade)"
-            self.grade_all_note = note + "."
+            note += "."
         except Exception as error:  # the hub or the farm failed it: the page says so, and why
-            self.grade_all_note = f"Grade all did not finish: {error}."
-        finally:
-            self.grading_all = None
+            note = f"Grade all did not finish: {error}."
+        self.grading_all = None
+        self.note(note)
 
     async def handler_now(self, user):
         """A running lab's handler.py, as its console serves it; None when the lab does not run."""
@@ -170,13 +187,26 @@ class Service:
         return json.loads(answer.body)["text"].encode()
 
 
+async def identify(handler):
+    """Who the request is, asked of the hub without holding the event loop (HubOAuthenticated's
+    own get_current_user waits on a thread for each request), kept where it looks first."""
+    if hasattr(handler, "_hub_auth_user_cache"):
+        return
+    model = await handler.hub_auth.get_user(handler, sync=False)
+    try:
+        handler._hub_auth_user_cache = handler.check_hub_user(model) if model else None
+    except UserNotAllowed:
+        handler._hub_auth_user_cache = None
+
+
 class LearnerApi(HubOAuthenticated, tornado.web.RequestHandler):
     """Called by a learner's console with its server's token: the learner it belongs to."""
 
     def initialize(self, service):
         self.service = service
 
-    def prepare(self):
+    async def prepare(self):
+        await identify(self)
         if self.current_user is None or self.current_user.get("kind") != "user":
             raise tornado.web.HTTPError(403)
 
@@ -209,6 +239,7 @@ class Staff(HubOAuthenticated, tornado.web.RequestHandler):
         self.service = service
 
     async def prepare(self):
+        await identify(self)
         if self.current_user is None:
             self.redirect(self.get_login_url())
             return
@@ -220,28 +251,52 @@ class Staff(HubOAuthenticated, tornado.web.RequestHandler):
         return [submission for _, submission, _ in self.service.store.last_grades().values()]
 
 
+class StaffApi(Staff):
+    """The staff's JSON API: a call with no login gets 403, not the login page."""
+
+    async def prepare(self):
+        await identify(self)
+        if self.current_user is None:
+            raise tornado.web.HTTPError(403, reason="for the course's instructors: their hub token")
+        await super().prepare()
+
+
 class Page(Staff):
-    async def get(self):
-        grades, passed = self.service.store.last_grades(), self.service.store.units_passed()
-        rows = []
-        for user in sorted(await self.service.learners(), key=lambda u: u["name"]):
-            at, submission, _ = grades.get(user["name"], (None, None, None))
-            rows.append({"name": user["name"], "running": bool(user.get("servers")),
-                         "passed": passed.get(user["name"], []), "at": at, "submission": submission})
-        self.render("instructor.html", rows=rows, note=self.service.grade_all_note,
-                    grading=self.service.grading_all is not None,
-                    verdicts=self.service.grading.verdicts)
-
-
-class Verdicts(Staff):
-    """The instructor's page, while Grade all runs, waits here for the next verdict."""
+    """The live class page: drawn by its script from the stream (live.Stream)."""
 
     async def get(self):
-        try:
-            seen = int(self.get_argument("after", "0"))
-        except ValueError:
-            raise tornado.web.HTTPError(400, reason="after=N, a number of verdicts") from None
-        self.finish({"verdicts": await self.service.grading.verdict_after(seen, 25)})
+        self.set_header("Cache-Control", "no-store")
+        self.render("instructor.html", hub=self.service.auth.hub_prefix, view=await self.service.class_view(),
+                    projection=self.get_argument("projection", "") == "1")
+
+
+class ClassApi(StaffApi):
+    async def get(self):
+        self.finish(await self.service.class_view())
+
+
+class Stream(live.Stream, Staff):
+    """GET live: the class view as server-sent events (course/live.py)."""
+
+
+class Events(live.EventsIn, LearnerApi):
+    """POST events: a lab's events (course/live.py)."""
+
+
+class Inbox(closeup.InboxWait, LearnerApi):
+    """GET inbox: what staff sent a learner, and their views (course/closeup.py)."""
+
+
+class CloseUp(closeup.CloseUpPage, Staff):
+    """GET learners/NAME (course/closeup.py)."""
+
+
+class CloseUpApi(closeup.CloseUpApi, StaffApi):
+    """GET api/learners/NAME."""
+
+
+class Messages(closeup.Messages, StaffApi):
+    """POST api/messages."""
 
 
 class Report(Staff):
@@ -265,20 +320,30 @@ class GradeAll(Staff):
 
 def make_app(store):
     prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
-    shared = {"service": Service(store)}
+    service = Service(store)
+    shared = {"service": service}
+    service.lti = lti.start(store)
     # The farm's verdicts stored before a restart are kept at once, not at the next Grade.
-    tornado.ioloop.IOLoop.current().add_callback(shared["service"].grading.start)
+    tornado.ioloop.IOLoop.current().add_callback(service.start)
     return tornado.web.Application([
         tornado.web.url(prefix, Page, shared, name="page"),
         (prefix + r"report\.(html|csv)", Report, shared),
         (prefix + "grade-all", GradeAll, shared),
-        (prefix + "verdicts", Verdicts, shared),
+        (prefix + "live", Stream, shared),
+        (prefix + "api/class", ClassApi, shared),
+        (prefix + "events", Events, shared),
+        (prefix + "inbox", Inbox, shared),
+        (prefix + "learners/([^/]+)", CloseUp, shared),
+        (prefix + "api/learners/([^/]+)", CloseUpApi, shared),
+        (prefix + "api/messages", Messages, shared),
         (prefix + "grade", Grade, shared),
         (prefix + "progress", Progress, shared),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
         *lti.routes(prefix, Staff, shared),
-    ], template_path=str(HERE / "templates"), cookie_secret=os.urandom(32),
-        lti=lti.start(store), ui_modules={"LtiSending": lti.SendingStatus},
+    ], template_path=str(HERE / "templates"),
+        # Kept: a restarted service still knows the staff's login, and their open pages go on.
+        cookie_secret=keyfile.read_or_create(Path(store.path).parent / "cookie-secret", lambda: secrets.token_hex(32)),
+        lti=service.lti, ui_modules={"LtiSending": lti.SendingStatus},
         # The hub's login checks XSRF itself: a cookie without the form's _xsrf logs no one in,
         # and a console's token needs none.
         xsrf_cookies=False)

@@ -76,6 +76,8 @@ def unanswered_links(page):
     for href in hrefs:
         if href.split("#")[0] == page.url.split("#")[0]:
             continue  # a skip link to a part of this page
+        if href.split("?")[0].endswith("/logout"):
+            continue  # the hub's Logout would end the login the other links are fetched with
         try:
             status = page.request.get(href, timeout=30_000).status
         except Exception as error:  # refused, unreachable: the learner would see an error page

@@ -175,6 +175,11 @@ class Course:
         return run(["docker", *args], self.env, timeout=timeout)
 
 
+def in_lab(course, name, *command):
+    """A command in the learner's lab, as the learner's user: what their terminal can do."""
+    return course.docker("exec", "--user", "1000", course.names(name).container, *command)
+
+
 def in_url(name):
     """A hub name as the hub puts it in its URLs (jupyterhub.utils.url_escape_path)."""
     return urllib.parse.quote(name, safe="@~")

@@ -139,3 +139,13 @@ def test_node_boot_bench_boots_nodes_on_a_starved_cpu():
     assert len(lines) == 1, lines
     assert re.fullmatch(r"2 boots, 2 at a time, 1 hogs on one CPU, \d+ s: 0 failed, 0 needed a"
                         r" second try; boot median \d+\.\d s, max \d+\.\d s", lines[0]), lines[0]
+
+
+def test_class_bench_measures_a_live_class():
+    lines = bench("class_bench.py", "--labs", "10", "--seconds", "3", "--warmup", "1")
+    assert re.fullmatch(r"10 labs, 1 event a second each, 3 s measured \(\d+ events seen on the staff's stream,"
+                        r" 0 posts refused\)", lines[0]), lines
+    assert re.fullmatch(r"event to the instructor's page: p50 \d+\.\d{3} s, p95 \d+\.\d{3} s", lines[1]), lines
+    assert re.fullmatch(r"the service: \d+\.\d % of one core, \d+ MiB at most; \d+\.\d\d ms of CPU an event"
+                        r" \(\d+ events/s taken; 15 % of a core at 300/s is 0\.50 ms\)", lines[2]), lines
+    assert re.fullmatch(r"the class page with 10 rows drawn in Chromium: median \d+ ms \([\d, ]+\)", lines[3]), lines

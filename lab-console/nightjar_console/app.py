@@ -135,9 +135,9 @@ def make_app(config, token=None):
         from . import hub
 
         url_prefix = hub.prefix()
-        routes = hub.login_handlers(routes, url_prefix, access)
         settings["activity"] = hub.Activity()
         settings["activity"].start()
+        routes = hub.login_handlers(routes + hub.course(settings, config.data, shared), url_prefix, access)
         settings["cookie_secret"] = read_or_create(config.data / "cookie-secret",
                                                    lambda: secrets.token_hex(32))
     return tornado.web.Application(

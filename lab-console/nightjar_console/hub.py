@@ -13,6 +13,7 @@ turns that off: JupyterHub.last_activity_interval = 0), so the console reports
 what the learner does (typing, saving, Set up, Check, Grade) and nothing else.
 """
 
+import asyncio
 import datetime
 import importlib.util
 import json
@@ -168,6 +169,7 @@ class Activity:
         self.token = env.get("JUPYTERHUB_API_TOKEN", "")
         self.last_done = None   # monotonic time of the learner's last action
         self.reported = None
+        self.on_report = lambda: None  # course_events.py: the class page hears of it too
 
     def touch(self):
         self.last_done = time.monotonic()
@@ -179,6 +181,7 @@ class Activity:
     async def report(self):
         if self.last_done is None or self.last_done == self.reported:
             return
+        self.on_report()
         when = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(
             seconds=time.monotonic() - self.last_done)
         stamp = when.isoformat().replace("+00:00", "Z")
@@ -190,6 +193,30 @@ class Activity:
             self.reported = self.last_done
         except (tornado.httpclient.HTTPClientError, OSError) as error:
             log.warning("could not tell the hub of the learner's activity: %s", error)
+
+
+def course(settings, folder, shared):
+    """The lab's events to the course's service, the learner's activity among them, and what the
+    course's staff send back (course_events.py); the routes of the page's view of it."""
+    from . import course_events
+
+    events, inbox = course_events.from_environment(folder)
+    if events is None:
+        return []
+    settings["activity"].on_report = lambda: events.add("active")
+    settings["course_events"], settings["course_inbox"] = events, inbox
+    events.start()
+    inbox.start()
+    return course_events.routes(shared)
+
+
+def after_script(handler, key, action, status, lines):
+    """A unit's setup or Check has run: the course's service hears of it."""
+    if action == "check" and status == 0:
+        asyncio.ensure_future(tell_passed(handler.config.grader_url, key))
+    events = handler.settings.get("course_events")
+    if events is not None:
+        events.unit_script(key, action, status, lines)
 
 
 async def tell_passed(service_url, unit):

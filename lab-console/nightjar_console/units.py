@@ -7,7 +7,6 @@
     GET  /api/units/KEY/solution, POST /api/units/KEY/solve   a stuck learner's way out (solutions.py)
 """
 
-import asyncio
 
 from . import agentlink, guides, solutions
 from .guarded import Api, language
@@ -45,9 +44,9 @@ class UnitScript(Api):
         progress = Progress(self.config.data)
         if action == "check" and status == 0:
             progress.passed(key)
-            if self.config.hub:
-                from . import hub
-                asyncio.ensure_future(hub.tell_passed(self.config.grader_url, key))
+        if self.config.hub:
+            from . import hub
+            hub.after_script(self, key, action, status, lines)
         if action == "setup" and status == 0:
             progress.set_up(key)
         self.finish({"key": key, "action": action, "status": status, "done": status == 0, "lines": lines})
