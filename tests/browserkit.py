@@ -3,7 +3,9 @@ screenshots they take for the documentation (docs/screenshots/).
 
 The launch options themselves are a fixture in conftest.py (browser_type_launch_args)."""
 
+import asyncio
 import base64
+import concurrent.futures
 import hashlib
 import os
 import re
@@ -23,6 +25,13 @@ AXE = ROOT / "tests" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                     reason=f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
 needs_axe = pytest.mark.skipif(not AXE.exists(), reason=f"no axe-core at {AXE}: scripts/prepare-tests installs it")
+
+
+def run_apart(coroutine):
+    """asyncio.run in a thread of its own: after a browser test, pytest-playwright's event loop
+    runs in the test's thread, where asyncio.run refuses to start another."""
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 def axe_results(page):

@@ -3,11 +3,11 @@ its delivery history as the worker appends it, kept in an outbox while the servi
 answer, and sent once it does, after a console restart too. A small HTTP server of this test
 stands for the service (the real one is test_course.py's)."""
 
-import asyncio
 import json
 
 import tornado.web
 
+from browserkit import run_apart
 from nightjar.harness.rabbitnode import free_port
 from nightjar_console.course_events import CourseEvents
 
@@ -73,4 +73,4 @@ def test_a_labs_events_wait_for_the_service_and_survive_a_console_restart(tmp_pa
         assert events.pending == [] and (tmp_path / "course-events.jsonl").read_text() == ""
         service.server.stop()
 
-    asyncio.run(scenario())
+    run_apart(scenario())

@@ -8,7 +8,6 @@ connection that takes a job and closes without acking it, as a dead host's does.
 """
 
 import asyncio
-import concurrent.futures
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from course.grading import Grading, Jobs
 from grader import farm
 from grader.class_run import batch
 from grader.farm import host as farm_host
+from browserkit import run_apart
 from farmkit import Host, collector, finished, jobs_waiting, take_a_job
 from graderkit import verdicts
 from labkit import HANDLERS, ROOT, processes_mentioning
@@ -377,6 +377,4 @@ def test_the_courses_grades_each_verdict_handed_over_once_as_soon_as_it_is_store
         assert (again.verdicts, jobs.duplicates()) == (1, 1)
         jobs.close()
 
-    # In its own thread: after a browser test, pytest-playwright's event loop runs in this one.
-    with concurrent.futures.ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, scenario()).result()
+    run_apart(scenario())
