@@ -117,8 +117,9 @@ def recipients(to, rows):
     raise tornado.web.HTTPError(400, reason='"to": ["name", ...], "all" or {"signal": KIND, "unit": U}')
 
 
-def timelines(service, name):
-    """Each registration's deliveries, as desk.py history tells them (nightjar/history_render.py)."""
+def timelines(service, name, pictures):
+    """Each registration's deliveries, as desk.py history tells them (nightjar/history_render.py),
+    with pictures: as the site's timeline draws them too (for the page, not the API)."""
     records = []
     for (data,) in service.live.db.execute(
             "SELECT data FROM (SELECT id, data FROM events WHERE learner = ? AND data LIKE '%\"delivery\"%'"
@@ -137,11 +138,13 @@ def timelines(service, name):
         story = history_render.story(shown, stored)
         found.append({"registration": registration, "tickets": [t.number for t in tickets],
                       "deliveries": story.deliveries, "lines": story.lines()})
+        if pictures:
+            found[-1]["picture"] = history_render.picture(story, registration)
     return found
 
 
-async def close_up(service, name):
-    """One learner close up, as the API and the page show it."""
+async def close_up(service, name, pictures=False):
+    """One learner close up, as the API and (with the timelines' pictures) the page show it."""
     view = await service.class_view()
     rows = {row["name"]: row for row in view["learners"]}
     if name not in rows:
@@ -160,7 +163,7 @@ async def close_up(service, name):
                                      f"unit {row['unit']}'s handler.py", "handler.py now"),
                 diff_from_grade=diff(graded, text, "handler.py of the last Grade", "handler.py now") if text else None,
                 checks=[dict(check, time=live.iso(check["time"])) for check in reversed(facts["checks"])],
-                registrations=timelines(service, name))
+                registrations=timelines(service, name, pictures))
 
 
 def record_view(service, handler, name):
@@ -171,10 +174,11 @@ class CloseUpPage(tornado.web.RequestHandler):
     """Mixed after service.py's Staff."""
 
     async def get(self, name):
-        found = await close_up(self.service, name)
+        found = await close_up(self.service, name, pictures=True)
         record_view(self.service, self, name)
         self.set_header("Cache-Control", "no-store")
-        self.render("learner.html", learner=found, hub=self.service.auth.hub_prefix)
+        self.render("learner.html", learner=found, hub=self.service.auth.hub_prefix,
+                    timeline_style=history_render.PICTURE_STYLE.read_text(encoding="utf-8"))
 
 
 class CloseUpApi(tornado.web.RequestHandler):

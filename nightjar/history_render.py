@@ -10,8 +10,10 @@ A long story (a message failing again and again) shows its first and last
 deliveries and one summary line for those in between.
 """
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import history, registrations
 from .events import SETTLING
@@ -264,3 +266,21 @@ def story(registration, stored):
     if deliveries and not skipped:  # which tickets came before the first delivery we know of
         older = [t for t in registration.tickets if t.number <= deliveries[0].after]
     return Story(registration, shown, skipped + len(deliveries), skipped, older, stored.damaged)
+
+
+PICTURE = Path(__file__).with_name("timeline.svg.jinja")
+PICTURE_STYLE = Path(__file__).with_name("timeline.css")
+
+
+@functools.cache
+def _picture_template():
+    import jinja2  # only the pictures need it: desk.py and the worker start without it
+    return jinja2.Environment(autoescape=True).from_string(PICTURE.read_text(encoding="utf-8"))
+
+
+def picture(told, registration_id):
+    """The Story as its SVG timeline (HTML markup, every value escaped): the site's registration
+    page and the course's close-up of a learner draw the same."""
+    import markupsafe
+    return markupsafe.Markup(_picture_template().render(story=told, registration_id=registration_id,
+                                                        ids=f"timeline-{registration_id}"))

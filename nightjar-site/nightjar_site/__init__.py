@@ -8,9 +8,10 @@ import os
 import secrets
 from pathlib import Path
 
-from flask import Flask, render_template
+from flask import Flask, render_template, send_file
 from flask_wtf.csrf import CSRFProtect
 
+from nightjar import history_render
 from nightjar.config import Settings
 from nightjar.keyfile import read_or_create
 from nightjar.registrations import MAX_NAME_LENGTH
@@ -48,6 +49,12 @@ def create_app(test_config=None):
     database.init_app(app)
     app.register_blueprint(views.bp)
     app.jinja_env.globals["MAX_NAME_LENGTH"] = MAX_NAME_LENGTH
+    app.jinja_env.globals["timeline_picture"] = history_render.picture
+
+    @app.get("/timeline.css")
+    def timeline_style():
+        # The timeline picture's own stylesheet, which the course's close-up of a learner shares.
+        return send_file(history_render.PICTURE_STYLE, mimetype="text/css")
 
     @app.errorhandler(404)
     def not_found(_error):
