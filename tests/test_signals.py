@@ -2,12 +2,15 @@
 (course/live.py): plain data, no hub. The course's own tests (test_course.py) see them on the page."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 import tornado.web
 
 from course import live, signals
 
+ROOT = Path(__file__).resolve().parents[1]
 T = 1_800_000_000.0  # a moment; every event below is seconds after it
 
 
@@ -123,3 +126,25 @@ def test_an_event_keeps_only_its_known_fields_and_no_future_time():
     [kept] = live.parse(json.dumps({"events": [{"kind": "setup", "unit": "2", "time": T + 99,
                                                 "learner": "bob", "name": "bob"}]}).encode(), T)
     assert kept == {"kind": "setup", "unit": "2", "time": T}
+
+
+def test_the_readme_and_the_class_page_give_every_signal_with_the_thresholds_signals_py_applies():
+    thresholds = {
+        "handler-raises": f"{signals.RAISE_STREAK} deliveries in a row",
+        "redelivery-loop": f"{signals.LOOP_DELIVERIES} deliveries of one registration",
+        "duplicate-ticket": "2 tickets",
+        "check-repeats": f"{signals.CHECK_REPEATS} failed Checks",
+        "stuck-idle": (f"idle {signals.IDLE_SECONDS // 60} min", f"{signals.MEDIAN_FACTOR} × the class's median",
+                       f"{signals.MIN_ON_UNIT_SECONDS // 60} min at least"),
+    }
+    table = {}
+    for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        found = re.match(r"\| `([a-z-]+)` \| (.+?) \|", line)
+        if found:
+            table[found[1]] = found[2]
+    assert set(table) == set(signals.WORDS), table
+    for kind, wanted in thresholds.items():
+        for part in (wanted,) if isinstance(wanted, str) else wanted:
+            assert part in table[kind], (kind, part, table[kind])
+    class_page = (ROOT / "docs" / "instructors" / "class-page.md").read_text(encoding="utf-8")
+    assert all(f"| `{kind}`: " in class_page for kind in signals.WORDS)
