@@ -7,6 +7,18 @@ from browserkit import CHROMIUM, CHROMIUM_ARGS
 from labkit import Lab
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Each module's tests run together, in the order pytest gave them. pytest groups the tests
+    pytest-playwright parametrizes ([chromium]) across modules: a module's other tests would run
+    far apart from them, and its module-scoped fixtures (test_course.py's whole course) would be
+    torn down and set up anew for them, a course that has seen none of the story before."""
+    first = {}
+    for position, item in enumerate(items):
+        first.setdefault(item.path, position)
+    items.sort(key=lambda item: first[item.path])
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """Playwright drives Debian's Chromium (no browser download)."""
