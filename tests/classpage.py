@@ -208,9 +208,10 @@ print("huge", ask("events", "POST", json.dumps(huge).encode()))
 
 
 def class_outline(view):
-    """Each learner of api/class with their unit and the kinds of their signals, idle aside."""
-    return [(row["name"], row["unit"], [s["kind"] for s in row["signals"] if s["kind"] != "stuck-idle"])
-            for row in view["learners"]]
+    """Each learner of api/class with their unit and the kinds of their signals, idle aside (by
+    name: an idle signal that came meanwhile moves its learner up the list)."""
+    return {row["name"]: (row["unit"], [s["kind"] for s in row["signals"] if s["kind"] != "stuck-idle"])
+            for row in view["learners"]}
 
 
 def course_class(course):
