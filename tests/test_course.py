@@ -202,6 +202,11 @@ def test_two_learners_walk_unit_2_and_grade_on_the_farm(course, learners, pages,
         assert cells[4].startswith("FAIL 4/6 ") and "4. Interrupted after the commit" in cells[4], cells
         assert cells[6] == "", cells
     assert rows[2].locator("td").all_inner_texts()[1:5] == ["none set up", "none yet", "none yet", "not graded yet"]
+    # What a person sees: each lab's state on one line of its cell, never broken inside the word.
+    lines = instructor.locator("#rows td.state").evaluate_all(
+        "cells => cells.map(cell => { const all = document.createRange(); all.selectNodeContents(cell);"
+        " return all.getClientRects().length; })")
+    assert lines == [1, 1, 1], lines
     expect(instructor.locator("#shared")).to_have_text("nothing yet")
     instructor.get_by_role("button", name="Grade all").click()
     # It grades in the background: the page says so, and shows each verdict as it comes.
