@@ -6,8 +6,8 @@
 The course's service (course/service.py) runs as its own process, as in a course, beside a
 stand-in for the hub's REST API (this process: it answers who a token belongs to, the
 learners and their servers, as JupyterHub does). --labs simulated labs each post one event a
-second, as a lab's console does (course_events.py: a post a second), each with its own
-token; one staff stream (GET live) is read meanwhile. Figures:
+second, as a lab's console does (course_events.py: a batch a second, on the websocket it
+keeps open), each with its own token; one staff stream (GET live) is read meanwhile. Figures:
 - event to the instructor's page: from a lab's post to its row in the staff's stream
   (each event is a Check whose "missing" line carries its send time), p50 and p95;
 - the service's CPU (its process's user and system time over the measured seconds, as a
@@ -31,6 +31,7 @@ from pathlib import Path
 
 import tornado.httpclient
 import tornado.web
+import tornado.websocket
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -157,17 +158,19 @@ async def run(options):
     stream = client.fetch(base + "live", headers={"Authorization": f"token {STAFF_TOKEN}"},
                           streaming_callback=streamed, request_timeout=3600, raise_error=False)
 
+    sockets = {}
+
     async def post(n, body):
-        """One post, on a connection of its own, as a lab's console makes it (its HTTP client
-        opens one a post); a plain socket, so that this process can make 300 a second."""
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"POST {PREFIX}events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: token token-{n}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                     f"Connection: close\r\n\r\n".encode() + body)
-        answer = await reader.read()
-        writer.close()
-        if not answer.startswith(b"HTTP/1.1 200"):
-            failures.append(answer.split(b"\r\n", 1)[0].decode())
+        """One batch of events on the lab's websocket, opened at its first and kept, as a lab's
+        console does (course_events.py)."""
+        if n not in sockets:
+            request = tornado.httpclient.HTTPRequest(
+                f"ws://127.0.0.1:{port}{PREFIX}events/socket", headers={"Authorization": f"token token-{n}"})
+            sockets[n] = await tornado.websocket.websocket_connect(request)
+        await sockets[n].write_message(body)
+        answer = json.loads(await sockets[n].read_message() or '{"status": "closed"}')
+        if "kept" not in answer:
+            failures.append(answer)
         elif measuring["on"]:
             measuring["posts"] += 1
 
@@ -194,6 +197,8 @@ async def run(options):
     cpu_share = cpu_used / (time.monotonic() - at_before)
     measuring["on"] = False
     await asyncio.gather(*labs)
+    for socket in sockets.values():
+        socket.close()
 
     drawn = await asyncio.to_thread(page_draws, base, 5)
     stream.add_done_callback(lambda ended: ended.exception())  # the service stops: the stream ends

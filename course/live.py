@@ -1,9 +1,14 @@
 """The class as it happens: each lab's events in, the class view out to staff, pushed.
 
-    POST events         a learner's lab console (its server's hub token): {"events": [EVENT, ...]},
+    POST events         a learner's lab (its server's hub token): {"events": [EVENT, ...]},
                         at most EVENTS_PER_POST events and BODY_LIMIT bytes; the learner is the
                         token's, never the body's. 200 {"kept": N} once they are in the database;
                         400 malformed, 413 too large, 429 (Retry-After) a lab that floods.
+    GET  events/socket  the same as a websocket, which a lab's console keeps open: each message
+                        a post's body, each answer {"kept": N} or {"status": 400 | 413 | 429,
+                        "reason": ...}, in order. One connection and one login a lab, not one
+                        a second: a tornado request costs more CPU than a websocket message.
+                        A browser's (any Origin) is refused: a page cannot send as its learner.
     GET  live           staff: server-sent events. `class` (the whole view) first, then `rows`
                         (the learners that changed, at most every PUSH_SECONDS) and `status`
                         (Grade all's note).
@@ -33,6 +38,7 @@ import time
 import tornado.ioloop
 import tornado.iostream
 import tornado.web
+import tornado.websocket
 
 from . import signals
 
@@ -217,6 +223,15 @@ class Live:
     def allowed(self, learner):
         return self.buckets.setdefault(learner, Bucket()).take()
 
+    async def receive(self, learner, body):
+        """A lab's events, as a post's body: {"kept": N} once written, else the HTTPError that
+        says why not (429, 413, 400)."""
+        if not self.allowed(learner):
+            raise tornado.web.HTTPError(429, reason="too many posts of events: send them together")
+        events = parse(body, time.time())
+        await self.take(learner, events)
+        return {"kept": len(events)}
+
     async def take(self, learner, events):
         """Keep the events (answered once written), apply them, and mark the learner changed."""
         self.pending += [(learner, json.dumps(event)) for event in events]
@@ -285,14 +300,35 @@ class EventsIn(tornado.web.RequestHandler):
     """Mixed after service.py's LearnerApi: a lab's events, its learner the token's."""
 
     async def post(self):
-        live = self.service.live
-        learner = self.current_user["name"]
-        if not live.allowed(learner):
-            self.set_header("Retry-After", "1")
-            raise tornado.web.HTTPError(429, reason="too many posts of events: send them together")
-        events = parse(self.request.body, time.time())
-        await live.take(learner, events)
-        self.finish({"kept": len(events)})
+        try:
+            answer = await self.service.live.receive(self.current_user["name"], self.request.body)
+        except tornado.web.HTTPError as error:
+            if error.status_code == 429:
+                self.set_header("Retry-After", "1")
+            raise
+        self.finish(answer)
+
+
+class EventsSocket(tornado.websocket.WebSocketHandler):
+    """Mixed after service.py's LearnerApi: GET events/socket, a lab's posts as messages."""
+
+    max_message_size = 2 * BODY_LIMIT  # up to it, a 413 answer; above it, tornado closes (1009)
+
+    def check_origin(self, origin):
+        return False  # a lab's console sends no Origin; a browser always does
+
+    async def on_message(self, body):
+        # One answer a message, in order: the next message waits for this one's.
+        if isinstance(body, str):
+            body = body.encode()
+        try:
+            answer = await self.service.live.receive(self.current_user["name"], body)
+        except tornado.web.HTTPError as error:
+            answer = {"status": error.status_code, "reason": error.reason}
+        try:
+            await self.write_message(json.dumps(answer))
+        except tornado.websocket.WebSocketClosedError:
+            pass
 
 
 class Stream(tornado.web.RequestHandler):

@@ -15,7 +15,8 @@
                     file as its console serves it, else the one of the learner's last Grade;
                     in the background, the page saying so (and showing each verdict as it
                     comes) until it ends
-  POST events, GET live, GET api/class   each lab's events in, the live class view out (course/live.py)
+  POST events, GET events/socket, GET live, GET api/class   each lab's events in, the live
+                    class view out (course/live.py)
   GET learners/NAME, api/learners/NAME, POST api/messages, GET inbox   one learner close up, and
                     messages to learners (course/closeup.py)
 
@@ -283,6 +284,10 @@ class Events(live.EventsIn, LearnerApi):
     """POST events: a lab's events (course/live.py)."""
 
 
+class EventsSocket(live.EventsSocket, LearnerApi):
+    """GET events/socket: a lab's events on the websocket its console keeps open (course/live.py)."""
+
+
 class Inbox(closeup.InboxWait, LearnerApi):
     """GET inbox: what staff sent a learner, and their views (course/closeup.py)."""
 
@@ -332,6 +337,7 @@ def make_app(store):
         (prefix + "live", Stream, shared),
         (prefix + "api/class", ClassApi, shared),
         (prefix + "events", Events, shared),
+        (prefix + "events/socket", EventsSocket, shared),
         (prefix + "inbox", Inbox, shared),
         (prefix + "learners/([^/]+)", CloseUp, shared),
         (prefix + "api/learners/([^/]+)", CloseUpApi, shared),

@@ -173,7 +173,8 @@ def test_the_instructor_looks_close_at_one_learner_who_sees_it_and_a_word_reache
 
 def test_a_learners_token_opens_nothing_of_the_staffs_and_forges_no_event(course, learners):
     """Ada's lab's own token (what her console holds): 403 on every staff page and API; her
-    events are hers whatever the body says, and a huge body is refused whole."""
+    events are hers whatever the body says, and a huge body is refused whole; the events'
+    websocket opens for her console, never for a page (any Origin)."""
     before = {row["name"]: row for row in course_class(course)["learners"]}
     asked = in_lab(course, "ada", "python3", "-c", """
 import json, os, time, urllib.request, urllib.error
@@ -196,11 +197,24 @@ forged = {"learner": "bob.smith", "name": "bob.smith",
 print("forged", ask("events", "POST", json.dumps(forged).encode()))
 huge = {"events": [{"kind": "setup", "unit": "3", "time": time.time(), "pad": "x" * 100_000}]}
 print("huge", ask("events", "POST", json.dumps(huge).encode()))
+def opens(*origin):
+    # The websocket's opening handshake, as the console's own (its status line's code).
+    import base64, socket, urllib.parse
+    url = urllib.parse.urlsplit(base + "events/socket")
+    with socket.create_connection((url.hostname, url.port), timeout=30) as connection:
+        connection.sendall((f"GET {url.path} HTTP/1.1\\r\\nHost: {url.netloc}\\r\\nUpgrade: websocket\\r\\n"
+                            "Connection: Upgrade\\r\\nSec-WebSocket-Version: 13\\r\\n"
+                            f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\\r\\n"
+                            f"Authorization: token {os.environ['JUPYTERHUB_API_TOKEN']}\\r\\n"
+                            + "".join(f"Origin: {o}\\r\\n" for o in origin) + "\\r\\n").encode())
+        return connection.recv(100).split()[1].decode()
+print("socket", opens())
+print("socket from a page", opens("http://127.0.0.1:8000"))
 """)
     assert asked.stdout.splitlines() == [
         "/ 403", "live 403", "api/class 403", "report.html 403", "report.csv 403",
         "learners/bob.smith 403", "api/learners/bob.smith 403", "grade-all 403", "messages 403",
-        "forged 200", "huge 413"], asked.stdout + asked.stderr
+        "forged 200", "huge 413", "socket 101", "socket from a page 403"], asked.stdout + asked.stderr
     after = {row["name"]: row for row in course_class(course)["learners"]}
     # Bob's row is as it was (his lab's state and last activity are the hub's: its culler may
     # stop his lab meanwhile); the forged Check is Ada's; the huge setup changed no unit.

@@ -1,11 +1,12 @@
 """A course's lab sends its events to the course's service (nightjar_console/course_events.py):
 its delivery history as the worker appends it, kept in an outbox while the service does not
-answer, and sent once it does, after a console restart too. A small HTTP server of this test
-stands for the service (the real one is test_course.py's)."""
+answer, and sent once it does, after a console restart too, on one websocket kept open. A
+small server of this test stands for the service (the real one is test_course.py's)."""
 
 import json
 
 import tornado.web
+import tornado.websocket
 
 from browserkit import run_apart
 from nightjar.harness.rabbitnode import free_port
@@ -13,22 +14,28 @@ from nightjar_console.course_events import CourseEvents
 
 
 class Service:
-    """Answers POST /events with `status`; keeps what it accepted."""
+    """The websocket events/socket: its opening refused with `status` until that is 200, then
+    each message answered with `answer` (None: kept, {"kept": N}); what it kept."""
 
     def __init__(self):
-        self.status, self.kept, self.tokens = 503, [], set()
+        self.status, self.answer, self.kept, self.tokens, self.connections = 503, None, [], set(), 0
         service = self
 
-        class Events(tornado.web.RequestHandler):
-            def post(self):
+        class Events(tornado.websocket.WebSocketHandler):
+            def prepare(self):
                 service.tokens.add(self.request.headers["Authorization"])
                 if service.status != 200:
                     raise tornado.web.HTTPError(service.status)
-                service.kept += json.loads(self.request.body)["events"]
-                self.finish({"kept": 1})
+                service.connections += 1
+
+            def on_message(self, body):
+                events = json.loads(body)["events"]
+                if service.answer is None:
+                    service.kept += events
+                self.write_message(json.dumps(service.answer or {"kept": len(events)}))
 
         self.port = free_port()
-        self.server = tornado.web.Application([(r"/events", Events)]).listen(self.port, "127.0.0.1")
+        self.server = tornado.web.Application([(r"/events/socket", Events)]).listen(self.port, "127.0.0.1")
 
 
 def record(path, **fields):
@@ -71,6 +78,13 @@ def test_a_labs_events_wait_for_the_service_and_survive_a_console_restart(tmp_pa
         await events.tick()
         assert [e["delivery"] for e in service.kept[5:]] == ["d3"]
         assert events.pending == [] and (tmp_path / "course-events.jsonl").read_text() == ""
+        # A batch the service refuses whole (413: too large) is dropped, never sent again.
+        service.answer = {"status": 413, "reason": "at most 65536 bytes of events a post"}
+        record(history, id="R-0003", delivery="d3", event="ack", time=4.5, committed=[3])
+        await events.tick()
+        assert events.pending == [] and len(service.kept) == 6
+        # Every post since the service answered went on one connection, kept open.
+        assert service.connections == 1
         service.server.stop()
 
     run_apart(scenario())

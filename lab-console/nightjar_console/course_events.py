@@ -1,7 +1,8 @@
 """A course's lab tells the course's service what happens in it, for the instructor's class page.
 
-Under a course's hub (hub.py), the console sends the lab's events to the service
-(course/live.py: POST events) with its own server's hub token: each unit set up, each Check
+Under a course's hub (hub.py), the console sends the lab's events to the service on a
+websocket it keeps open (course/live.py: events/socket; opened again after a loss), with its
+own server's hub token: each unit set up, each Check
 and what it still missed, the learner's activity, and every record of the lab's delivery
 history (nightjar/history.py: each delivery, redelivery, crash, ack and ticket committed), read
 as the worker appends it. Nothing in the Workstation changes for it.
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import tornado.httpclient
 import tornado.ioloop
+import tornado.websocket
 
 from nightjar import history
 
@@ -35,7 +37,9 @@ FIELDS = ("redelivered", "point", "committed", "type", "message")
 
 class CourseEvents:
     def __init__(self, service_url, token, folder, history_path):
-        self.url = service_url.rstrip("/") + "/events"
+        # ws:// or wss://, as the service's http:// or https://
+        self.url = "ws" + service_url.rstrip("/").removeprefix("http") + "/events/socket"
+        self.socket = None
         self.token = token
         self.outbox = Path(folder) / "course-events.jsonl"
         self.state_path = Path(folder) / "course-events.state"
@@ -130,23 +134,45 @@ class CourseEvents:
         self.sending = True
         batch = self.pending[:PER_POST]
         try:
-            answer = await tornado.httpclient.AsyncHTTPClient().fetch(
-                self.url, method="POST", body=json.dumps({"events": batch}), request_timeout=20,
-                raise_error=False, headers={"Authorization": f"token {self.token}",
-                                            "Content-Type": "application/json"})
-            if answer.code in (400, 413):  # never accepted however often sent: dropped, said why
-                log.warning("the course's service refused %d events: %s %s", len(batch), answer.code, answer.reason)
-            elif answer.code != 200:
-                retry = answer.headers.get("Retry-After", "")
-                self.wait_until = time.monotonic() + (float(retry) if retry.isdigit() else 5)
+            answer = await self.post(batch)
+            status = answer.get("status", 200)
+            if status in (400, 413):  # never accepted however often sent: dropped, said why
+                log.warning("the course's service refused %d events: %s %s", len(batch), status, answer.get("reason"))
+            elif status != 200:
+                self.wait_until = time.monotonic() + (1 if status == 429 else 5)
                 return
             self.pending = self.pending[len(batch):]
             self.rewrite()
-        except OSError as error:
+        except (OSError, ValueError, asyncio.TimeoutError, tornado.httpclient.HTTPClientError,
+                tornado.websocket.WebSocketError) as error:
+            self.close()
             self.wait_until = time.monotonic() + 5
             log.warning("the course's service is not answering; events wait: %s", error)
         finally:
             self.sending = False
+
+    async def post(self, batch):
+        """The batch as one message on the lab's websocket (opened if it is not): the service's
+        answer, {"kept": N} or {"status", "reason"}."""
+        if self.socket is None:
+            request = tornado.httpclient.HTTPRequest(self.url, headers={"Authorization": f"token {self.token}"},
+                                                     connect_timeout=10, request_timeout=20)
+            # Pinged: a connection that died unseen (a proxy gone) closes, and the next batch opens anew.
+            self.socket = await tornado.websocket.websocket_connect(request, ping_interval=30)
+        socket = self.socket
+        await socket.write_message(json.dumps({"events": batch}))
+        text = await asyncio.wait_for(socket.read_message(), 20)
+        if text is None:  # closed: by the service for a message over its size limit (1009), or lost
+            self.close()
+            if socket.close_code == 1009:
+                return {"status": 413, "reason": socket.close_reason}
+            raise OSError(f"the connection closed ({socket.close_code} {socket.close_reason})")
+        return json.loads(text)
+
+    def close(self):
+        if self.socket is not None:
+            self.socket.close()
+            self.socket = None
 
     def rewrite(self):
         temporary = self.outbox.with_name(self.outbox.name + ".new")
