@@ -326,7 +326,7 @@ class EventsSocket(tornado.websocket.WebSocketHandler):
         except tornado.web.HTTPError as error:
             answer = {"status": error.status_code, "reason": error.reason}
         try:
-            await self.write_message(json.dumps(answer))
+            await self.write_message(answer)  # a dict goes as JSON
         except tornado.websocket.WebSocketClosedError:
             pass
 

@@ -174,7 +174,7 @@ def test_the_instructor_looks_close_at_one_learner_who_sees_it_and_a_word_reache
 def test_a_learners_token_opens_nothing_of_the_staffs_and_forges_no_event(course, learners):
     """Ada's lab's own token (what her console holds): 403 on every staff page and API; her
     events are hers whatever the body says, and a huge body is refused whole; the events'
-    websocket opens for her console, never for a page (any Origin)."""
+    websocket opens for her console's token alone, never for a page (any Origin)."""
     before_view = course_class(course)
     before = {row["name"]: row for row in before_view["learners"]}
     asked = in_lab(course, "ada", "python3", "-c", """
@@ -198,7 +198,7 @@ forged = {"learner": "bob.smith", "name": "bob.smith",
 print("forged", ask("events", "POST", json.dumps(forged).encode()))
 huge = {"events": [{"kind": "setup", "unit": "3", "time": time.time(), "pad": "x" * 100_000}]}
 print("huge", ask("events", "POST", json.dumps(huge).encode()))
-def opens(*origin):
+def opens(token=os.environ["JUPYTERHUB_API_TOKEN"], origin=None):
     # The websocket's opening handshake, as the console's own (its status line's code).
     import base64, socket, urllib.parse
     url = urllib.parse.urlsplit(base + "events/socket")
@@ -206,16 +206,19 @@ def opens(*origin):
         connection.sendall((f"GET {url.path} HTTP/1.1\\r\\nHost: {url.netloc}\\r\\nUpgrade: websocket\\r\\n"
                             "Connection: Upgrade\\r\\nSec-WebSocket-Version: 13\\r\\n"
                             f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\\r\\n"
-                            f"Authorization: token {os.environ['JUPYTERHUB_API_TOKEN']}\\r\\n"
-                            + "".join(f"Origin: {o}\\r\\n" for o in origin) + "\\r\\n").encode())
+                            + (f"Authorization: token {token}\\r\\n" if token else "")
+                            + (f"Origin: {origin}\\r\\n" if origin else "") + "\\r\\n").encode())
         return connection.recv(100).split()[1].decode()
 print("socket", opens())
-print("socket from a page", opens("http://127.0.0.1:8000"))
+print("socket from a page", opens(origin="http://127.0.0.1:8000"))
+print("socket without a token", opens(token=None))
+print("socket with a wrong token", opens(token="0" * 32))
 """)
     assert asked.stdout.splitlines() == [
         "/ 403", "live 403", "api/class 403", "report.html 403", "report.csv 403",
         "learners/bob.smith 403", "api/learners/bob.smith 403", "grade-all 403", "messages 403",
-        "forged 200", "huge 413", "socket 101", "socket from a page 403"], asked.stdout + asked.stderr
+        "forged 200", "huge 413", "socket 101", "socket from a page 403",
+        "socket without a token 403", "socket with a wrong token 403"], asked.stdout + asked.stderr
     after_view = course_class(course)
     after = {row["name"]: row for row in after_view["learners"]}
     # Bob's row is as it was (his lab's state and last activity are the hub's: its culler may

@@ -22,6 +22,8 @@ class Service:
         service = self
 
         class Events(tornado.websocket.WebSocketHandler):
+            max_message_size = 4096  # above it, tornado closes the socket (1009), as the service's does
+
             def prepare(self):
                 service.tokens.add(self.request.headers["Authorization"])
                 if service.status != 200:
@@ -85,6 +87,15 @@ def test_a_labs_events_wait_for_the_service_and_survive_a_console_restart(tmp_pa
         assert events.pending == [] and len(service.kept) == 6
         # Every post since the service answered went on one connection, kept open.
         assert service.connections == 1
+        # A batch over the service's message limit closes the socket (1009): dropped as a 413,
+        # and the next batch opens another.
+        service.answer = None
+        record(history, id="R-0003", delivery="d3", event="raised", time=5.0, type="ValueError", message="x" * 5000)
+        await events.tick()
+        assert events.pending == [] and len(service.kept) == 6
+        record(history, id="R-0004", delivery="d4", event="received", time=6.0, redelivered=False, after=0)
+        await events.tick()
+        assert [e["delivery"] for e in service.kept[6:]] == ["d4"] and service.connections == 2
         service.server.stop()
 
     run_apart(scenario())

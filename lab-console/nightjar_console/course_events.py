@@ -2,10 +2,10 @@
 
 Under a course's hub (hub.py), the console sends the lab's events to the service on a
 websocket it keeps open (course/live.py: events/socket; opened again after a loss), with its
-own server's hub token: each unit set up, each Check
-and what it still missed, the learner's activity, and every record of the lab's delivery
-history (nightjar/history.py: each delivery, redelivery, crash, ack and ticket committed), read
-as the worker appends it. Nothing in the Workstation changes for it.
+own server's hub token: each unit set up, each Check and what it still missed, the learner's
+activity, and every record of the lab's delivery history (nightjar/history.py: each delivery,
+redelivery, crash, ack and ticket committed), read as the worker appends it. Nothing in the
+Workstation changes for it.
 
 What is not accepted yet waits in an outbox file in the console's folder, so a service or a
 hub that is down, or a console that restarts, loses nothing: it is sent once the service
